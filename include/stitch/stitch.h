@@ -1,0 +1,264 @@
+/*
+ * stitch.h — the public C API of Stitch, a JIT fusion compiler for the memory-bound parts of
+ * deep-learning graphs. This header is the library's only stable ABI; it compiles as C99.
+ *
+ * Conventions (after sqlite3, ggml and tvm-ffi):
+ *   - Objects are opaque handles with _create/_destroy pairs; destroy(NULL) is a harmless no-op.
+ *   - Every fallible call returns a stitch_status_t (STITCH_OK == 0). On failure the message of
+ *     the failure is available from stitch_last_error() on the same thread until the next failing
+ *     call on that thread. No C++ exception ever crosses this boundary.
+ *   - Ownership is written on each function. Unless stated otherwise, a call never takes ownership
+ *     of its arguments, strings passed in are copied, and out-parameters are left untouched when
+ *     the call fails.
+ *   - Tensors are DLPack DLTensor (<dlpack/dlpack.h>). Supported dtypes: f16, bf16, f32, f64,
+ *     i32, i64 and bool (bool as {kDLBool or kDLUInt, 8 bits}).
+ *   - Engines and programs may be used from several threads at once. A graph under construction
+ *     must not be modified from two threads at once.
+ */
+#ifndef STITCH_STITCH_H
+#define STITCH_STITCH_H
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(STITCH_BUILDING_LIBRARY)
+#define STITCH_API __attribute__((visibility("default")))
+#else
+#define STITCH_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+
+#define STITCH_VERSION_MAJOR 0
+#define STITCH_VERSION_MINOR 1
+#define STITCH_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define STITCH_VERSION_NUMBER \
+  (STITCH_VERSION_MAJOR * 10000 + STITCH_VERSION_MINOR * 100 + STITCH_VERSION_PATCH)
+
+/* The version of the library loaded at run time, as "MAJOR.MINOR.PATCH". Static storage. */
+STITCH_API const char* stitch_version(void);
+/* STITCH_VERSION_NUMBER of the library loaded at run time. */
+STITCH_API int stitch_version_number(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum {
+  STITCH_OK = 0,
+  STITCH_ERROR_INVALID_ARGUMENT = 1,     /* NULL handle, index out of range, bad option value */
+  STITCH_ERROR_PARSE = 2,                /* .stitch text is malformed (message is FILE:LINE:COL) */
+  STITCH_ERROR_INVALID_GRAPH = 3,        /* dtype/shape/attribute error building or verifying */
+  STITCH_ERROR_SHAPE_MISMATCH = 4,       /* run-time tensors disagree with the graph's signature */
+  STITCH_ERROR_BACKEND_UNAVAILABLE = 5,  /* the backend is not built in or has no device */
+  STITCH_ERROR_COMPILE = 6,              /* generating or compiling a kernel failed */
+  STITCH_ERROR_UNSUPPORTED = 7,          /* valid request this version does not handle */
+  STITCH_ERROR_OUT_OF_MEMORY = 8,
+  STITCH_ERROR_IO = 9,                   /* a file could not be read or written */
+  STITCH_ERROR_INTERNAL = 10             /* a bug in Stitch; please report it */
+} stitch_status_t;
+
+/* A constant name for a status, e.g. "STITCH_ERROR_PARSE"; "STITCH_UNKNOWN_STATUS" otherwise. */
+STITCH_API const char* stitch_status_string(stitch_status_t status);
+
+/* The message of the last failed call on this thread ("" if none). Owned by the library; valid
+ * until the next failing call on this thread. */
+STITCH_API const char* stitch_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum {
+  STITCH_F16 = 0,
+  STITCH_BF16 = 1,
+  STITCH_F32 = 2,
+  STITCH_F64 = 3,
+  STITCH_I32 = 4,
+  STITCH_I64 = 5,
+  STITCH_BOOL = 6
+} stitch_dtype_t;
+
+/* "f16", "bf16", ... as in the text format; "?" for an invalid value. Static storage. */
+STITCH_API const char* stitch_dtype_name(stitch_dtype_t dtype);
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs
+ *
+ * A graph is a function from named input tensors to output tensors, in SSA form. Dims are static
+ * (>= 0) or symbolic: a symbol is a name bound to a size when the program runs, equal wherever it
+ * appears. Graphs are built op by op or parsed from the .stitch text format.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct stitch_graph_s* stitch_graph_t;
+typedef struct stitch_module_s* stitch_module_t;
+
+/* A value in a graph (an input, a constant or an op result): an index, valid in its graph only. */
+typedef int32_t stitch_value_t;
+
+/* One dimension of a type: symbol == NULL means static with size `size`; otherwise symbolic. */
+typedef struct {
+  int64_t size;
+  const char* symbol;
+} stitch_dim_t;
+
+typedef enum {
+  STITCH_ATTR_INT = 0,    /* i */
+  STITCH_ATTR_FLOAT = 1,  /* f */
+  STITCH_ATTR_BOOL = 2,   /* i (0 or 1) */
+  STITCH_ATTR_INTS = 3,   /* ints[0..count) */
+  STITCH_ATTR_DIMS = 4,   /* dims[0..count), for shape= lists (ints and symbols) */
+  STITCH_ATTR_DTYPE = 5,  /* i (a stitch_dtype_t) */
+  STITCH_ATTR_IDENT = 6   /* s, an identifier such as "tanh" for gelu's approximate= */
+} stitch_attr_kind_t;
+
+/* An attribute `name=value` of an op, as in the text format. Only the fields of its kind are read. */
+typedef struct {
+  const char* name;
+  stitch_attr_kind_t kind;
+  int64_t i;
+  double f;
+  const int64_t* ints;
+  const stitch_dim_t* dims;
+  size_t count;
+  const char* s;
+} stitch_attr_t;
+
+/* Creates an empty graph named `name` (an identifier). The caller owns *out and frees it with
+ * stitch_graph_destroy. */
+STITCH_API stitch_status_t stitch_graph_create(const char* name, stitch_graph_t* out);
+
+/* Frees a graph the caller owns. NULL is a no-op. Never pass a graph borrowed from a module. */
+STITCH_API void stitch_graph_destroy(stitch_graph_t graph);
+
+/* Adds an input parameter named `name` of type dtype[dims[0], ..., dims[rank-1]]. */
+STITCH_API stitch_status_t stitch_graph_add_input(stitch_graph_t graph, const char* name,
+                                                  stitch_dtype_t dtype, const stitch_dim_t* dims,
+                                                  size_t rank, stitch_value_t* out);
+
+/* Adds a scalar constant (type dtype[]) with the given value; integral dtypes need an integral
+ * value in range. */
+STITCH_API stitch_status_t stitch_graph_add_constant(stitch_graph_t graph, double value,
+                                                     stitch_dtype_t dtype, stitch_value_t* out);
+
+/* Adds the op `op` ("add", "reduce_sum", "layer_norm", ...; see README) applied to `operands`
+ * with `attrs`. `name` names the result (NULL: a fresh name is made). Its type is inferred; an
+ * unknown op, a bad operand, dtype, shape or attribute fails with STITCH_ERROR_INVALID_GRAPH and
+ * leaves the graph unchanged. */
+STITCH_API stitch_status_t stitch_graph_add_op(stitch_graph_t graph, const char* op,
+                                               const stitch_value_t* operands, size_t num_operands,
+                                               const stitch_attr_t* attrs, size_t num_attrs,
+                                               const char* name, stitch_value_t* out);
+
+/* Sets the graph's outputs (replacing any earlier call). A value may be listed more than once. */
+STITCH_API stitch_status_t stitch_graph_set_outputs(stitch_graph_t graph,
+                                                    const stitch_value_t* values, size_t count);
+
+/* Checks every invariant of the graph (types, SSA order, names, outputs set). */
+STITCH_API stitch_status_t stitch_graph_verify(stitch_graph_t graph);
+
+/* Parses text holding exactly one graph. `filename` (may be NULL: "<input>") is used in errors,
+ * which read "FILE:LINE:COL: error: MESSAGE". The caller owns *out. */
+STITCH_API stitch_status_t stitch_graph_parse(const char* text, const char* filename,
+                                              stitch_graph_t* out);
+
+/* Prints the graph in the .stitch format into buf (capacity `capacity`, NUL-terminated, truncated
+ * if short). *needed (may be NULL) receives the full length excluding the NUL. */
+STITCH_API stitch_status_t stitch_graph_print(stitch_graph_t graph, char* buf, size_t capacity,
+                                              size_t* needed);
+
+/* Inspection. Strings returned are owned by the graph and live as long as it does. */
+STITCH_API const char* stitch_graph_name(stitch_graph_t graph);
+STITCH_API size_t stitch_graph_num_inputs(stitch_graph_t graph);
+STITCH_API size_t stitch_graph_num_outputs(stitch_graph_t graph);
+STITCH_API size_t stitch_graph_num_ops(stitch_graph_t graph);
+/* Type of input (is_output == 0) or output (is_output != 0) number `index`: its name, dtype and
+ * rank; dims (may be NULL) receives min(rank, max_dims) dims whose symbols the graph owns. */
+STITCH_API stitch_status_t stitch_graph_value_info(stitch_graph_t graph, int is_output,
+                                                   size_t index, const char** name,
+                                                   stitch_dtype_t* dtype, size_t* rank,
+                                                   stitch_dim_t* dims, size_t max_dims);
+
+/* A module is a parsed .stitch file: one or more graphs. */
+
+/* Parses text holding one or more graphs. The caller owns *out. */
+STITCH_API stitch_status_t stitch_module_parse(const char* text, const char* filename,
+                                               stitch_module_t* out);
+/* Reads and parses the file at `path` (errors name it). The caller owns *out. */
+STITCH_API stitch_status_t stitch_module_parse_file(const char* path, stitch_module_t* out);
+/* Frees a module and every graph borrowed from it. NULL is a no-op. */
+STITCH_API void stitch_module_destroy(stitch_module_t module);
+STITCH_API size_t stitch_module_num_graphs(stitch_module_t module);
+/* Graph number `index` (or NULL if out of range), borrowed: owned by the module, valid until it
+ * is destroyed; never pass it to stitch_graph_destroy. */
+STITCH_API stitch_graph_t stitch_module_graph(stitch_module_t module, size_t index);
+/* The graph named `name`, borrowed as above, or NULL if there is none. */
+STITCH_API stitch_graph_t stitch_module_find_graph(stitch_module_t module, const char* name);
+
+/* ---------------------------------------------------------------------------------------------
+ * Engines and programs
+ *
+ * An engine is a configured backend. Options are key/value strings, validated at creation:
+ *   "backend": auto | cuda | hip | cpu | reference   (default: $STITCH_BACKEND, else auto)
+ * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
+ * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
+ * valid ones. Asking for a backend this build or machine lacks fails with
+ * STITCH_ERROR_BACKEND_UNAVAILABLE; there is no silent fallback (only "auto" chooses).
+ *
+ * A program is a graph compiled by an engine. It is shape-polymorphic: symbolic dims are bound
+ * from the input tensors at each run, and concrete kernels are made per input signature.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct stitch_engine_s* stitch_engine_t;
+typedef struct stitch_program_s* stitch_program_t;
+
+/* Creates an engine from `num_options` key/value pairs (keys/values may be NULL when
+ * num_options == 0). The caller owns *out. */
+STITCH_API stitch_status_t stitch_engine_create(const char* const* keys, const char* const* values,
+                                                size_t num_options, stitch_engine_t* out);
+/* Frees an engine. NULL is a no-op. Programs made by it stay valid (they share its state). */
+STITCH_API void stitch_engine_destroy(stitch_engine_t engine);
+/* The backend the engine resolved to ("reference", "cpu", "cuda", "hip"). Static storage. */
+STITCH_API const char* stitch_engine_backend(stitch_engine_t engine);
+
+/* Compiles `graph` (verified first; copied, so the caller may destroy it afterwards) for the
+ * engine's backend. The caller owns *out. */
+STITCH_API stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t graph,
+                                                  stitch_program_t* out);
+/* Frees a program. NULL is a no-op. */
+STITCH_API void stitch_program_destroy(stitch_program_t program);
+
+STITCH_API size_t stitch_program_num_inputs(stitch_program_t program);
+STITCH_API size_t stitch_program_num_outputs(stitch_program_t program);
+
+/* Output shapes for inputs of the given shapes (only ndim, shape and dtype of each input are
+ * read; data may be NULL). Writes the rank of output `output_index` to *rank and its dims to
+ * shape[0..min(rank, max_rank)). Fails with STITCH_ERROR_SHAPE_MISMATCH when the inputs do not
+ * fit the graph's signature (wrong count, dtype, rank, a dim, or a symbol bound two ways). */
+STITCH_API stitch_status_t stitch_program_output_shape(stitch_program_t program,
+                                                       const DLTensor* inputs, size_t num_inputs,
+                                                       size_t output_index, int64_t* shape,
+                                                       size_t max_rank, size_t* rank);
+
+/* Runs the program. `inputs` and `outputs` are caller-owned tensors on the engine's device; the
+ * outputs must have the shapes stitch_program_output_shape gives and the graph's dtypes, and are
+ * written in place. Tensors must be compact row-major (strides NULL or equal to the compact
+ * strides; dims of size 1 may have any stride); others fail with STITCH_ERROR_UNSUPPORTED.
+ * `stream` is the device stream to run on (NULL: the default stream; ignored on the host). */
+STITCH_API stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inputs,
+                                              size_t num_inputs, DLTensor* outputs,
+                                              size_t num_outputs, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STITCH_STITCH_H */

@@ -1,0 +1,55 @@
+// Type and shape inference for every op (one function per family, named in ops.def).
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "ir/ops.h"
+#include "support/error.h"
+
+namespace stitch::ir {
+
+// An inference error. `operand` (>= 0) or `attr` (non-empty) says what it is about, so the
+// parser can point at that argument's column.
+class OpError : public Error {
+ public:
+  OpError(std::string message, int operand = -1, std::string attr = {})
+      : Error(ErrorCode::InvalidGraph, std::move(message)), operand_(operand), attr_(std::move(attr)) {}
+  int operand() const { return operand_; }
+  const std::string& attr() const { return attr_; }
+
+ private:
+  int operand_;
+  std::string attr_;
+};
+
+#define STITCH_INFER_FN(Name) \
+  TensorType Name(std::span<const TensorType* const> operands, Attrs& attrs);
+STITCH_INFER_FN(inferNothing)
+STITCH_INFER_FN(inferConstant)
+STITCH_INFER_FN(inferUnaryNumeric)
+STITCH_INFER_FN(inferUnaryFloat)
+STITCH_INFER_FN(inferUnaryBool)
+STITCH_INFER_FN(inferBinaryNumeric)
+STITCH_INFER_FN(inferBinaryFloat)
+STITCH_INFER_FN(inferBinaryBool)
+STITCH_INFER_FN(inferCompareAny)
+STITCH_INFER_FN(inferCompareNumeric)
+STITCH_INFER_FN(inferSelect)
+STITCH_INFER_FN(inferCast)
+STITCH_INFER_FN(inferReduceNumeric)
+STITCH_INFER_FN(inferReduceFloat)
+STITCH_INFER_FN(inferReshape)
+STITCH_INFER_FN(inferTranspose)
+STITCH_INFER_FN(inferBroadcastTo)
+STITCH_INFER_FN(inferSlice)
+STITCH_INFER_FN(inferConcat)
+STITCH_INFER_FN(inferFull)
+STITCH_INFER_FN(inferIota)
+STITCH_INFER_FN(inferSoftmax)
+STITCH_INFER_FN(inferLayerNorm)
+STITCH_INFER_FN(inferRmsNorm)
+STITCH_INFER_FN(inferGelu)
+#undef STITCH_INFER_FN
+
+}  // namespace stitch::ir

@@ -1,0 +1,54 @@
+#include "ir/signature.h"
+
+#include "support/error.h"
+
+namespace stitch::ir {
+
+Bindings bindInputs(const Graph& g, std::span<const ConcreteInput> inputs) {
+  STITCH_CHECK(inputs.size() == g.inputs().size(), ErrorCode::ShapeMismatch,
+               "graph {} takes {} inputs, but {} were given", g.name(), g.inputs().size(),
+               inputs.size());
+  Bindings b;
+  std::map<std::string, std::string> boundBy;  // symbol -> where it was bound, for messages
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = g.node(g.inputs()[i]);
+    const ConcreteInput& in = inputs[i];
+    STITCH_CHECK(in.dtype == n.type.dtype, ErrorCode::ShapeMismatch,
+                 "input {} ('{}') has dtype {}, but the graph declares {}", i, n.name,
+                 dtypeName(in.dtype), typeStr(n.type));
+    STITCH_CHECK(in.shape.size() == n.type.shape.size(), ErrorCode::ShapeMismatch,
+                 "input {} ('{}') has rank {}, but the graph declares {}", i, n.name,
+                 in.shape.size(), typeStr(n.type));
+    for (size_t a = 0; a < in.shape.size(); ++a) {
+      const Dim& d = n.type.shape[a];
+      int64_t size = in.shape[a];
+      STITCH_CHECK(size >= 0, ErrorCode::ShapeMismatch, "input {} ('{}') dim {} is negative ({})",
+                   i, n.name, a, size);
+      if (d.isStatic()) {
+        STITCH_CHECK(size == d.size, ErrorCode::ShapeMismatch,
+                     "input {} ('{}') dim {} is {}, but the graph declares {}", i, n.name, a, size,
+                     typeStr(n.type));
+        continue;
+      }
+      std::string where = fmt::format("input {} ('{}') dim {}", i, n.name, a);
+      auto [it, inserted] = b.emplace(d.symbol, size);
+      if (inserted) {
+        boundBy[d.symbol] = where;
+        continue;
+      }
+      STITCH_CHECK(it->second == size, ErrorCode::ShapeMismatch,
+                   "symbolic dim {} is bound to {} by {} but to {} by {}", d.symbol, it->second,
+                   boundBy[d.symbol], size, where);
+    }
+  }
+  return b;
+}
+
+std::vector<std::vector<int64_t>> concreteShapes(const Graph& g, const Bindings& b) {
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(g.nodes().size());
+  for (const Node& n : g.nodes()) out.push_back(concretize(n.type.shape, b));
+  return out;
+}
+
+}  // namespace stitch::ir

@@ -1,0 +1,28 @@
+// Binding a graph's signature to concrete input tensors.
+//
+// At run time each input tensor's dtype and rank must match its declared type, static dims must
+// match exactly, and each symbol takes its size from the first input dim that carries it; a later
+// dim with the same symbol but another size is a conflict. Errors name the input, the axis and
+// both sizes, and are ShapeMismatch. Every backend and the shape query use this one function.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace stitch::ir {
+
+struct ConcreteInput {
+  DType dtype;
+  std::span<const int64_t> shape;
+};
+
+// Checks inputs against g's signature and returns the symbol bindings.
+Bindings bindInputs(const Graph& g, std::span<const ConcreteInput> inputs);
+
+// The concrete shape of every node under bindings (index = node id).
+std::vector<std::vector<int64_t>> concreteShapes(const Graph& g, const Bindings& b);
+
+}  // namespace stitch::ir
