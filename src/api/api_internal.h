@@ -6,10 +6,13 @@
 
 #include <stitch/stitch.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "ir/graph.h"
+#include "runtime/backend.h"
 #include "support/error.h"
-#include "ir/dtype.h"
 
 namespace stitch::api {
 
@@ -18,7 +21,34 @@ stitch_status_t setError(stitch_status_t status, std::string message);
 // Maps the exception being handled to a status (call only inside a catch block).
 stitch_status_t fromException();
 
+// Converts a C dtype, rejecting values outside the enum.
+ir::DType toDType(stitch_dtype_t t);
+
+// The resolved configuration of an engine. Immutable once made, so engines and the programs that
+// share it are safe to use from several threads.
+struct EngineConfig {
+  rt::Backend backend = rt::Backend::Reference;
+};
+
 }  // namespace stitch::api
+
+// A graph handle. It owns a builder holding the graph; graphs borrowed from a module are owned by
+// the module (`borrowed`), and stitch_graph_destroy ignores them rather than corrupting the module.
+struct stitch_graph_s {
+  explicit stitch_graph_s(stitch::ir::GraphBuilder b, bool isBorrowed = false)
+      : builder(std::move(b)), borrowed(isBorrowed) {}
+  stitch::ir::GraphBuilder builder;
+  bool borrowed;
+  const stitch::ir::Graph& graph() const { return builder.graph(); }
+};
+
+struct stitch_module_s {
+  std::vector<std::unique_ptr<stitch_graph_s>> graphs;
+};
+
+struct stitch_engine_s {
+  std::shared_ptr<const stitch::api::EngineConfig> config;
+};
 
 #define STITCH_API_GUARD(...)             \
   try {                                   \

@@ -59,6 +59,8 @@ GraphBuilder::GraphBuilder(std::string name) {
   g_.name_ = std::move(name);
 }
 
+GraphBuilder::GraphBuilder(Graph g) : g_(std::move(g)) {}
+
 void GraphBuilder::checkName(const std::string& name) const {
   STITCH_CHECK(isIdentifier(name), ErrorCode::InvalidGraph, "'{}' is not a valid name", name);
   STITCH_CHECK(!isReservedWord(name), ErrorCode::InvalidGraph, "'{}' is a reserved word", name);

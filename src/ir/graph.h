@@ -63,6 +63,8 @@ class Graph {
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string name);
+  // Continues building on an existing (well-typed) graph.
+  explicit GraphBuilder(Graph g);
 
   int addInput(std::string name, TensorType type, SourceLoc loc = {});
   int addConstant(double value, DType dtype, SourceLoc loc = {});

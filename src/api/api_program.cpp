@@ -1,0 +1,245 @@
+// Engines and programs in the C API: options, backend resolution, DLPack checks, running.
+//
+// DLTensor checks live here, once, for every backend: dtype (lanes 1), device, compact strides
+// (dims of size 1 may have any stride, as PyTorch produces them), non-NULL data. The backend then
+// sees plain compact buffers.
+#include <array>
+#include <string_view>
+
+#include "api/api_internal.h"
+#include "ir/signature.h"
+#include "reference/interpreter.h"
+#include "support/env.h"
+#include "support/logging.h"
+
+using namespace stitch;
+
+struct stitch_program_s {
+  std::shared_ptr<const api::EngineConfig> config;
+  ir::Graph graph;
+};
+
+namespace {
+
+constexpr int kDLBoolCode = 6;  // kDLBool, added to DLPack after the 0.6 headers Debian ships
+
+constexpr std::array<std::string_view, 1> kOptionKeys = {"backend"};
+
+std::string dlTypeStr(DLDataType t) {
+  return fmt::format("{{code {}, bits {}, lanes {}}}", t.code, t.bits, t.lanes);
+}
+
+ir::DType fromDL(DLDataType t, std::string_view what) {
+  if (t.lanes == 1) {
+    switch (t.code) {
+      case kDLFloat:
+        if (t.bits == 16) return ir::DType::F16;
+        if (t.bits == 32) return ir::DType::F32;
+        if (t.bits == 64) return ir::DType::F64;
+        break;
+      case kDLBfloat:
+        if (t.bits == 16) return ir::DType::BF16;
+        break;
+      case kDLInt:
+        if (t.bits == 32) return ir::DType::I32;
+        if (t.bits == 64) return ir::DType::I64;
+        break;
+      case kDLUInt:
+      case kDLBoolCode:
+        if (t.bits == 8) return ir::DType::Bool;
+        break;
+      default: break;
+    }
+  }
+  throwError(ErrorCode::ShapeMismatch,
+             fmt::format("{} has DLPack dtype {}, which Stitch does not support (f16, bf16, f32, "
+                         "f64, i32, i64, bool)",
+                         what, dlTypeStr(t)));
+}
+
+bool hostAccessible(DLDeviceType d) {
+  return d == kDLCPU || d == kDLCUDAHost || d == kDLROCMHost || d == kDLCUDAManaged;
+}
+
+// Checks one tensor and returns its dtype; `what` names it in messages ("input 0 ('x')").
+ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend backend) {
+  ir::DType dtype = fromDL(t.dtype, what);
+  STITCH_CHECK(t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr), ErrorCode::InvalidArgument,
+               "{} has ndim {} and shape {}", what, t.ndim, t.shape ? "set" : "NULL");
+  // Only the reference backend exists in this version; it runs on the host.
+  STITCH_CHECK(backend != rt::Backend::Reference || hostAccessible(t.device.device_type),
+               ErrorCode::InvalidArgument,
+               "{} is on DLPack device type {}, but the {} backend needs host memory (kDLCPU)",
+               what, static_cast<int>(t.device.device_type), rt::backendName(backend));
+  if (t.strides) {
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expect) {
+        std::string strides, shape;
+        for (int k = 0; k < t.ndim; ++k) {
+          strides += (k ? ", " : "") + std::to_string(t.strides[k]);
+          shape += (k ? ", " : "") + std::to_string(t.shape[k]);
+        }
+        throwError(ErrorCode::Unsupported,
+                   fmt::format("{} has strides [{}] for shape [{}], which is not compact row-major; "
+                               "pass a contiguous tensor",
+                               what, strides, shape));
+      }
+      expect *= t.shape[i];
+    }
+  }
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  STITCH_CHECK(t.data != nullptr || n == 0, ErrorCode::InvalidArgument, "{} has NULL data", what);
+  return dtype;
+}
+
+std::string inputName(const ir::Graph& g, size_t i) {
+  return fmt::format("input {} ('{}')", i, g.node(g.inputs()[i]).name);
+}
+
+std::string outputName(const ir::Graph& g, size_t i) {
+  return fmt::format("output {} ('{}')", i, g.node(g.outputs()[i]).name);
+}
+
+// Validates the inputs and returns their concrete signature.
+std::vector<ir::ConcreteInput> signatureOf(const stitch_program_s& p, const DLTensor* inputs,
+                                           size_t n) {
+  const ir::Graph& g = p.graph;
+  STITCH_CHECK(n == g.inputs().size(), ErrorCode::ShapeMismatch,
+               "graph {} takes {} inputs, but {} were given", g.name(), g.inputs().size(), n);
+  std::vector<ir::ConcreteInput> sig;
+  for (size_t i = 0; i < n; ++i) {
+    ir::DType t = fromDL(inputs[i].dtype, inputName(g, i));
+    STITCH_CHECK(inputs[i].ndim >= 0 && (inputs[i].ndim == 0 || inputs[i].shape != nullptr),
+                 ErrorCode::InvalidArgument, "{} has no shape", inputName(g, i));
+    sig.push_back({t, std::span<const int64_t>(inputs[i].shape, inputs[i].ndim)});
+  }
+  return sig;
+}
+
+const void* dataOf(const DLTensor& t) {
+  return static_cast<const char*>(t.data) + t.byte_offset;
+}
+
+}  // namespace
+
+extern "C" {
+
+stitch_status_t stitch_engine_create(const char* const* keys, const char* const* values,
+                                     size_t num_options, stitch_engine_t* out) {
+  STITCH_API_REQUIRE(out);
+  if (num_options) {
+    STITCH_API_REQUIRE(keys);
+    STITCH_API_REQUIRE(values);
+  }
+  STITCH_API_GUARD({
+    configureLoggingFromEnv();
+    std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
+    for (size_t i = 0; i < num_options; ++i) {
+      STITCH_CHECK(keys[i] && values[i], ErrorCode::InvalidArgument,
+                   "engine option {} has a NULL key or value", i);
+      std::string_view key = keys[i];
+      if (key == "backend") {
+        backend = values[i];
+        continue;
+      }
+      throwError(ErrorCode::InvalidArgument,
+                 fmt::format("unknown engine option '{}'; valid options: {}", key,
+                             env::joinChoices(kOptionKeys)));
+    }
+    auto config = std::make_shared<api::EngineConfig>();
+    config->backend = rt::resolveBackend(backend);
+    log().debug("engine created: backend {} (requested {})", rt::backendName(config->backend),
+                backend);
+    *out = new stitch_engine_s{std::move(config)};
+    return STITCH_OK;
+  })
+}
+
+void stitch_engine_destroy(stitch_engine_t engine) { delete engine; }
+
+const char* stitch_engine_backend(stitch_engine_t engine) {
+  return engine ? rt::backendName(engine->config->backend).data() : nullptr;
+}
+
+stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t graph,
+                                       stitch_program_t* out) {
+  STITCH_API_REQUIRE(engine);
+  STITCH_API_REQUIRE(graph);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    const ir::Graph& g = graph->graph();
+    ir::verify(g);
+    *out = new stitch_program_s{engine->config, g};
+    log().debug("compiled graph {} ({} ops) for backend {}", g.name(), g.numOps(),
+                rt::backendName(engine->config->backend));
+    return STITCH_OK;
+  })
+}
+
+void stitch_program_destroy(stitch_program_t program) { delete program; }
+
+size_t stitch_program_num_inputs(stitch_program_t program) {
+  return program ? program->graph.inputs().size() : 0;
+}
+
+size_t stitch_program_num_outputs(stitch_program_t program) {
+  return program ? program->graph.outputs().size() : 0;
+}
+
+stitch_status_t stitch_program_output_shape(stitch_program_t program, const DLTensor* inputs,
+                                            size_t num_inputs, size_t output_index, int64_t* shape,
+                                            size_t max_rank, size_t* rank) {
+  STITCH_API_REQUIRE(program);
+  if (num_inputs) STITCH_API_REQUIRE(inputs);
+  STITCH_API_REQUIRE(rank);
+  if (max_rank) STITCH_API_REQUIRE(shape);
+  STITCH_API_GUARD({
+    const ir::Graph& g = program->graph;
+    STITCH_CHECK(output_index < g.outputs().size(), ErrorCode::InvalidArgument,
+                 "output index {} is out of range (graph {} has {} outputs)", output_index,
+                 g.name(), g.outputs().size());
+    ir::Bindings b = ir::bindInputs(g, signatureOf(*program, inputs, num_inputs));
+    std::vector<int64_t> dims = ir::concretize(g.node(g.outputs()[output_index]).type.shape, b);
+    *rank = dims.size();
+    for (size_t i = 0; i < dims.size() && i < max_rank; ++i) shape[i] = dims[i];
+    return STITCH_OK;
+  })
+}
+
+stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inputs,
+                                   size_t num_inputs, DLTensor* outputs, size_t num_outputs,
+                                   void* stream) {
+  STITCH_API_REQUIRE(program);
+  if (num_inputs) STITCH_API_REQUIRE(inputs);
+  if (num_outputs) STITCH_API_REQUIRE(outputs);
+  (void)stream;  // the reference backend runs synchronously on the host
+  STITCH_API_GUARD({
+    const ir::Graph& g = program->graph;
+    rt::Backend backend = program->config->backend;
+    STITCH_CHECK(num_inputs == g.inputs().size(), ErrorCode::ShapeMismatch,
+                 "graph {} takes {} inputs, but {} were given", g.name(), g.inputs().size(),
+                 num_inputs);
+    STITCH_CHECK(num_outputs == g.outputs().size(), ErrorCode::ShapeMismatch,
+                 "graph {} has {} outputs, but {} output tensors were given", g.name(),
+                 g.outputs().size(), num_outputs);
+    std::vector<reference::TensorView> in;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      const DLTensor& t = inputs[i];
+      ir::DType dt = checkTensor(t, inputName(g, i), backend);
+      in.push_back({dt, std::span<const int64_t>(t.shape, t.ndim), dataOf(t)});
+    }
+    std::vector<reference::MutTensorView> out;
+    for (size_t i = 0; i < num_outputs; ++i) {
+      DLTensor& t = outputs[i];
+      ir::DType dt = checkTensor(t, outputName(g, i), backend);
+      out.push_back({dt, std::span<const int64_t>(t.shape, t.ndim),
+                     static_cast<char*>(t.data) + t.byte_offset});
+    }
+    reference::evaluate(g, in, out);
+    return STITCH_OK;
+  })
+}
+
+}  // extern "C"

@@ -1,0 +1,309 @@
+// The C API through libstitch.so: building, parsing, running, and misuse that must come back as a
+// status and a message (never a crash). Also exercises the stitch.hpp wrapper.
+#include <gtest/gtest.h>
+#include <stitch/stitch.h>
+#include <stitch/stitch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string lastError() { return stitch_last_error(); }
+
+DLTensor f32Tensor(float* data, int64_t* shape, int ndim) {
+  DLTensor t{};
+  t.data = data;
+  t.device = {kDLCPU, 0};
+  t.ndim = ndim;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  return t;
+}
+
+constexpr const char* kSoftmax = R"(
+graph sm(x: f32[N, 4]) {
+  y = softmax(x, axis=-1)
+  return y
+}
+)";
+
+struct Fixture : ::testing::Test {
+  void SetUp() override {
+    ASSERT_EQ(stitch_graph_parse(kSoftmax, "sm.stitch", &graph), STITCH_OK) << lastError();
+    const char* k[] = {"backend"};
+    const char* v[] = {"reference"};
+    ASSERT_EQ(stitch_engine_create(k, v, 1, &engine), STITCH_OK) << lastError();
+    ASSERT_EQ(stitch_program_compile(engine, graph, &program), STITCH_OK) << lastError();
+  }
+  void TearDown() override {
+    stitch_program_destroy(program);
+    stitch_engine_destroy(engine);
+    stitch_graph_destroy(graph);
+  }
+  stitch_graph_t graph = nullptr;
+  stitch_engine_t engine = nullptr;
+  stitch_program_t program = nullptr;
+  float x[8] = {0, 0, 0, 0, 1, 2, 3, 4};
+  float y[8] = {};
+  int64_t shape[2] = {2, 4};
+};
+
+TEST_F(Fixture, RunsSoftmax) {
+  DLTensor in = f32Tensor(x, shape, 2), out = f32Tensor(y, shape, 2);
+  ASSERT_EQ(stitch_program_run(program, &in, 1, &out, 1, nullptr), STITCH_OK) << lastError();
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y[i], 0.25f);
+  double z = std::exp(1) + std::exp(2) + std::exp(3) + std::exp(4);
+  EXPECT_NEAR(y[7], std::exp(4) / z, 1e-6);
+}
+
+TEST_F(Fixture, OutputShapeBindsSymbols) {
+  int64_t s[2] = {5, 4};
+  DLTensor in = f32Tensor(nullptr, s, 2);
+  int64_t out[2] = {};
+  size_t rank = 0;
+  ASSERT_EQ(stitch_program_output_shape(program, &in, 1, 0, out, 2, &rank), STITCH_OK);
+  EXPECT_EQ(rank, 2u);
+  EXPECT_EQ(out[0], 5);
+  EXPECT_EQ(out[1], 4);
+  EXPECT_EQ(stitch_program_output_shape(program, &in, 1, 1, out, 2, &rank),
+            STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("out of range"), std::string::npos);
+}
+
+TEST_F(Fixture, MisuseIsAStatusWithAMessage) {
+  DLTensor in = f32Tensor(x, shape, 2), out = f32Tensor(y, shape, 2);
+  // NULL handles and pointers.
+  EXPECT_EQ(stitch_program_run(nullptr, &in, 1, &out, 1, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("program"), std::string::npos);
+  EXPECT_EQ(stitch_program_run(program, nullptr, 1, &out, 1, nullptr),
+            STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(stitch_program_compile(nullptr, graph, &program), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(stitch_graph_add_op(nullptr, "exp", nullptr, 0, nullptr, 0, nullptr, nullptr),
+            STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(stitch_graph_num_inputs(nullptr), 0u);
+  EXPECT_EQ(stitch_graph_name(nullptr), nullptr);
+  // Wrong input count.
+  EXPECT_EQ(stitch_program_run(program, &in, 0, &out, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(lastError().find("takes 1 inputs, but 0"), std::string::npos) << lastError();
+  // Wrong dtype.
+  DLTensor bad = in;
+  bad.dtype = {kDLFloat, 64, 1};
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(lastError().find("f64"), std::string::npos) << lastError();
+  bad.dtype = {kDLComplex, 64, 1};
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(lastError().find("does not support"), std::string::npos) << lastError();
+  // Wrong static dim.
+  int64_t wrong[2] = {2, 3};
+  bad = f32Tensor(x, wrong, 2);
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(lastError().find("dim 1 is 3"), std::string::npos) << lastError();
+  // Wrong rank.
+  bad = f32Tensor(x, shape, 1);
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  // Output of the wrong shape.
+  int64_t small[2] = {1, 4};
+  DLTensor badOut = f32Tensor(y, small, 2);
+  EXPECT_EQ(stitch_program_run(program, &in, 1, &badOut, 1, nullptr), STITCH_ERROR_SHAPE_MISMATCH);
+  // Non-contiguous strides are rejected (a transposed view), but size-1 dims may have any stride.
+  int64_t strides[2] = {1, 2};
+  bad = in;
+  bad.strides = strides;
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_UNSUPPORTED);
+  EXPECT_NE(lastError().find("not compact"), std::string::npos) << lastError();
+  int64_t one[2] = {1, 4}, oneStrides[2] = {999, 1};
+  float y1[4];
+  DLTensor in1 = f32Tensor(x, one, 2), out1 = f32Tensor(y1, one, 2);
+  in1.strides = oneStrides;
+  EXPECT_EQ(stitch_program_run(program, &in1, 1, &out1, 1, nullptr), STITCH_OK) << lastError();
+  // Device memory is not host memory.
+  bad = in;
+  bad.device = {kDLCUDA, 0};
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("host memory"), std::string::npos) << lastError();
+  // NULL data.
+  bad = f32Tensor(nullptr, shape, 2);
+  EXPECT_EQ(stitch_program_run(program, &bad, 1, &out, 1, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, SymbolConflictIsReported) {
+  stitch::Graph g = stitch::Graph::parse(
+      "graph g(a: f32[N], b: f32[N]) {\n  c = add(a, b)\n  return c\n}\n");
+  stitch::Engine e({{"backend", "reference"}});
+  stitch::Program p = e.compile(g);
+  float a[3] = {1, 2, 3}, b[4] = {1, 2, 3, 4}, c[3];
+  int64_t sa[1] = {3}, sb[1] = {4};
+  std::vector<DLTensor> in = {f32Tensor(a, sa, 1), f32Tensor(b, sb, 1)};
+  std::vector<DLTensor> out = {f32Tensor(c, sa, 1)};
+  try {
+    p.run(in, out);
+    FAIL() << "expected a binding conflict";
+  } catch (const stitch::Error& err) {
+    EXPECT_EQ(err.status(), STITCH_ERROR_SHAPE_MISMATCH);
+    EXPECT_NE(std::string(err.what()).find("symbolic dim N is bound to 3"), std::string::npos)
+        << err.what();
+  }
+}
+
+TEST(CApi, EngineOptionsAndBackends) {
+  stitch_engine_t e = nullptr;
+  const char* k1[] = {"colour"};
+  const char* v1[] = {"blue"};
+  EXPECT_EQ(stitch_engine_create(k1, v1, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("valid options: backend"), std::string::npos) << lastError();
+  const char* k[] = {"backend"};
+  const char* bogus[] = {"tpu"};
+  EXPECT_EQ(stitch_engine_create(k, bogus, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("auto, cuda, hip, cpu, reference"), std::string::npos);
+  for (const char* name : {"cuda", "hip", "cpu"}) {
+    const char* v[] = {name};
+    EXPECT_EQ(stitch_engine_create(k, v, 1, &e), STITCH_ERROR_BACKEND_UNAVAILABLE) << name;
+    EXPECT_NE(lastError().find(name), std::string::npos);
+  }
+  EXPECT_EQ(e, nullptr);  // untouched on failure
+  ASSERT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_OK);
+  EXPECT_STREQ(stitch_engine_backend(e), "reference");  // what auto picks in this build
+  stitch_engine_destroy(e);
+}
+
+TEST(CApi, EnvironmentToggles) {
+  stitch_engine_t e = nullptr;
+  setenv("STITCH_BACKEND", "warp-drive", 1);
+  EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("STITCH_BACKEND=warp-drive"), std::string::npos) << lastError();
+  setenv("STITCH_BACKEND", "cuda", 1);
+  EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_ERROR_BACKEND_UNAVAILABLE);
+  // An explicit option wins over the environment.
+  const char* k[] = {"backend"};
+  const char* v[] = {"reference"};
+  EXPECT_EQ(stitch_engine_create(k, v, 1, &e), STITCH_OK);
+  stitch_engine_destroy(e);
+  unsetenv("STITCH_BACKEND");
+  setenv("STITCH_LOG_LEVEL", "loud", 1);
+  EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("trace, debug, info, warn, error, critical, off"), std::string::npos);
+  unsetenv("STITCH_LOG_LEVEL");
+}
+
+TEST(CApi, BuildOpByOpWithAttributes) {
+  stitch::Graph g = stitch::Graph::create("ln");
+  stitch_value_t x = g.addInput("x", STITCH_F32, {{0, "N"}, {8, ""}});
+  stitch_value_t gm = g.addInput("gamma", STITCH_F32, {{8, ""}});
+  stitch_value_t bt = g.addInput("beta", STITCH_F32, {{8, ""}});
+  stitch_attr_t eps{};
+  eps.name = "eps";
+  eps.kind = STITCH_ATTR_FLOAT;
+  eps.f = 1e-5;
+  stitch_value_t y = g.addOp("layer_norm", {x, gm, bt}, {eps}, "y");
+  int64_t axes[] = {-1};
+  stitch_attr_t ax{};
+  ax.name = "axes";
+  ax.kind = STITCH_ATTR_INTS;
+  ax.ints = axes;
+  ax.count = 1;
+  stitch_value_t s = g.addOp("reduce_sum", {y}, {ax});
+  g.setOutputs({y, s});
+  EXPECT_EQ(g.numOps(), 2u);
+  EXPECT_EQ(g.output(1).dims.size(), 1u);
+  EXPECT_EQ(g.output(1).dims[0].symbol, "N");
+  // The printed text parses back to a graph that prints the same.
+  std::string text = g.print();
+  EXPECT_EQ(stitch::Graph::parse(text).print(), text);
+  EXPECT_NE(text.find("layer_norm(x, gamma, beta"), std::string::npos) << text;
+  // Errors name the op and the problem.
+  try {
+    g.addOp("add", {x, s});
+    FAIL();
+  } catch (const stitch::Error& e) {
+    EXPECT_EQ(e.status(), STITCH_ERROR_INVALID_GRAPH);
+    EXPECT_NE(std::string(e.what()).find("do not broadcast"), std::string::npos) << e.what();
+  }
+  stitch_attr_t wrongKind{};
+  wrongKind.name = "axes";
+  wrongKind.kind = STITCH_ATTR_BOOL;
+  EXPECT_THROW(g.addOp("reduce_sum", {y}, {wrongKind}), stitch::Error);
+  EXPECT_THROW(g.addOp("exp", {12345}), stitch::Error);
+  EXPECT_THROW(g.addInput("x", STITCH_F32, {}), stitch::Error);  // duplicate name
+  EXPECT_THROW(g.addInput("z", static_cast<stitch_dtype_t>(42), {}), stitch::Error);
+}
+
+TEST(CApi, GraphWithoutOutputsDoesNotCompile) {
+  stitch::Graph g = stitch::Graph::create("g");
+  g.addInput("x", STITCH_F32, {{2, ""}});
+  EXPECT_THROW(g.verify(), stitch::Error);
+  stitch::Engine e({{"backend", "reference"}});
+  try {
+    e.compile(g);
+    FAIL();
+  } catch (const stitch::Error& err) {
+    EXPECT_EQ(err.status(), STITCH_ERROR_INVALID_GRAPH);
+    EXPECT_NE(std::string(err.what()).find("no outputs"), std::string::npos) << err.what();
+  }
+}
+
+TEST(CApi, ModulesHoldSeveralGraphs) {
+  const char* text =
+      "graph a(x: f32[2]) {\n  y = exp(x)\n  return y\n}\n"
+      "graph b(x: i32[2]) {\n  y = neg(x)\n  return y\n}\n";
+  stitch::Module m = stitch::Module::parse(text, "two.stitch");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.graph(1).name(), "b");
+  EXPECT_TRUE(static_cast<bool>(m.find("a")));
+  EXPECT_FALSE(static_cast<bool>(m.find("c")));
+  EXPECT_EQ(stitch_module_graph(m.get(), 2), nullptr);
+  // Destroying a borrowed graph is ignored rather than corrupting the module.
+  stitch_graph_destroy(stitch_module_graph(m.get(), 0));
+  EXPECT_EQ(m.graph(0).name(), "a");
+  stitch_module_t bad = nullptr;
+  EXPECT_EQ(stitch_module_parse_file("/nonexistent/x.stitch", &bad), STITCH_ERROR_IO);
+  EXPECT_NE(lastError().find("/nonexistent/x.stitch"), std::string::npos);
+  // stitch_graph_parse wants exactly one graph.
+  stitch_graph_t g = nullptr;
+  EXPECT_EQ(stitch_graph_parse(text, "two.stitch", &g), STITCH_ERROR_PARSE);
+  EXPECT_EQ(g, nullptr);
+}
+
+TEST(CApi, PrintTruncatesSafely) {
+  stitch::Graph g = stitch::Graph::parse(kSoftmax);
+  size_t needed = 0;
+  char buf[8];
+  ASSERT_EQ(stitch_graph_print(g.get(), buf, sizeof buf, &needed), STITCH_OK);
+  EXPECT_GT(needed, sizeof buf);
+  EXPECT_EQ(std::string(buf), g.print().substr(0, 7));
+}
+
+TEST(CApi, ProgramsRunFromSeveralThreads) {
+  stitch::Graph g = stitch::Graph::parse(kSoftmax);
+  stitch::Engine e({{"backend", "reference"}});
+  stitch::Program p = e.compile(g);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> x(64 * 4, static_cast<float>(t)), y(64 * 4);
+      int64_t s[2] = {64, 4};
+      std::vector<DLTensor> in = {f32Tensor(x.data(), s, 2)}, out = {f32Tensor(y.data(), s, 2)};
+      for (int k = 0; k < 20; ++k) p.run(in, out);
+      ok[t] = y[0] == 0.25f && y[255] == 0.25f;
+    });
+  for (auto& th : threads) th.join();
+  for (int v : ok) EXPECT_TRUE(v);
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  stitch_engine_t e = nullptr;
+  const char* k[] = {"nope"};
+  const char* v[] = {"x"};
+  ASSERT_NE(stitch_engine_create(k, v, 1, &e), STITCH_OK);
+  std::string other;
+  std::thread([&] { other = stitch_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(lastError(), "");
+}
+
+}  // namespace

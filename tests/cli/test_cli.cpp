@@ -1,0 +1,136 @@
+// The `stitch` binary end to end: every example runs and checks, and each kind of bad input exits
+// with DESIGN.md's code and a located message.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result runCli(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + " " + STITCH_CLI_PATH + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string writeTemp(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / "stitch_cli_test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(Cli, EveryExampleChecksAgainstTheReference) {
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(STITCH_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() != ".stitch") continue;
+    ++seen;
+    Result r = runCli("run " + entry.path().string() + " --check");
+    EXPECT_EQ(r.code, 0) << entry.path() << "\n" << r.out;
+    EXPECT_NE(r.out.find("check "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+  }
+  EXPECT_GE(seen, 8);
+}
+
+TEST(Cli, RunPrintsSummariesAndTimes) {
+  std::string ex = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  Result r = runCli("run " + ex + " --graph softmax --dim N=4 --iters 3 --seed 7");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("graph softmax: 5 ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("y: f32[4, 1024]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time: median"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("note: symbolic dim"), std::string::npos) << r.out;
+  // Inputs are a function of the seed: same seed, same summary; another seed, another one.
+  Result again = runCli("run " + ex + " --graph softmax --dim N=4 --seed 7");
+  Result other = runCli("run " + ex + " --graph softmax --dim N=4 --seed 8");
+  auto line = [](const std::string& s) { return s.substr(s.find("y: f32")); };
+  EXPECT_EQ(line(again.out), line(r.out).substr(0, line(again.out).size()));
+  EXPECT_NE(line(other.out), line(again.out));
+  // Defaults for unbound symbols are announced.
+  Result d = runCli("run " + ex + " --graph softmax");
+  EXPECT_NE(d.out.find("note: symbolic dim N = 16"), std::string::npos) << d.out;
+}
+
+TEST(Cli, MalformedFilesExit2WithLocation) {
+  std::string f = writeTemp("bad.stitch", "graph g(x: f32[4]) {\n  y = expp(x)\n  return y\n}\n");
+  Result r = runCli("run " + f);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.rfind(f + ":2:7: error: ", 0), 0u) << r.out;
+  std::string t = writeTemp("type.stitch",
+                            "graph g(x: f32[4], y: f16[4]) {\n  z = add(x, y)\n  return z\n}\n");
+  r = runCli("run " + t);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(t + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("f32 and f16"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadInvocationsExitWithDesignCodes) {
+  std::string ex = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  EXPECT_EQ(runCli("").code, 2);
+  EXPECT_EQ(runCli("frobnicate").code, 2);
+  EXPECT_EQ(runCli("run").code, 2);
+  EXPECT_EQ(runCli("run /nonexistent.stitch").code, 2);
+  Result r = runCli("run " + ex + " --bogus");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown option '--bogus'"), std::string::npos) << r.out;
+  r = runCli("run " + ex + " --backend tpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("valid backends"), std::string::npos) << r.out;
+  r = runCli("run " + ex + " --backend cuda");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("unavailable"), std::string::npos) << r.out;
+  EXPECT_EQ(runCli("run " + ex + " --dim N").code, 2);
+  EXPECT_EQ(runCli("run " + ex + " --dim N=-3").code, 2);
+  r = runCli("run " + ex + " --dim M=3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("no selected graph has a symbolic dim M"), std::string::npos) << r.out;
+  r = runCli("run " + ex + " --graph nope");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("softmax_composite"), std::string::npos) << r.out;  // lists the graphs
+  EXPECT_EQ(runCli("run " + ex + " --iters 0").code, 2);
+  r = runCli("run " + ex, "STITCH_LOG_LEVEL=chatty");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("STITCH_LOG_LEVEL=chatty"), std::string::npos) << r.out;
+  r = runCli("run " + ex, "STITCH_BACKEND=cuda");
+  EXPECT_EQ(r.code, 3) << r.out;
+}
+
+TEST(Cli, VersionAndHelp) {
+  Result r = runCli("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("stitch 0.1.0"), std::string::npos);
+  r = runCli("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("stitch run FILE"), std::string::npos);
+}
+
+TEST(Cli, DemoRuns) {
+  Result r = runCli("demo --iters 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("graph bias_gelu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("graph residual_layer_norm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("graph scaled_masked_softmax"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("demo: ok"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,304 @@
+// The `stitch` command line: run graphs from .stitch files, check them against the reference
+// interpreter, and demo the library on a transformer layer's memory-bound parts.
+//
+//   stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S] [--iters K]
+//   stitch demo [--backend B] [--iters K]
+//
+// Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
+// option); 3 backend unavailable; 4 compile failure; 5 internal error.
+//
+// Decisions where DESIGN.md is silent: without --graph, `run` runs every graph of the file in
+// order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
+// example runs as written; --dim for a symbol that no selected graph has is an error.
+#include <stitch/stitch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compare.h"
+#include "demo_graphs.h"
+#include "host_tensor.h"
+
+namespace stitch::cli {
+namespace {
+
+constexpr int64_t kDefaultDim = 16;
+
+enum Exit { kOk = 0, kMismatch = 1, kInvalid = 2, kUnavailable = 3, kCompile = 4, kInternal = 5 };
+
+int exitCodeFor(stitch_status_t s) {
+  switch (s) {
+    case STITCH_OK: return kOk;
+    case STITCH_ERROR_BACKEND_UNAVAILABLE: return kUnavailable;
+    case STITCH_ERROR_COMPILE: return kCompile;
+    case STITCH_ERROR_INTERNAL:
+    case STITCH_ERROR_OUT_OF_MEMORY: return kInternal;
+    case STITCH_ERROR_INVALID_ARGUMENT:
+    case STITCH_ERROR_PARSE:
+    case STITCH_ERROR_INVALID_GRAPH:
+    case STITCH_ERROR_SHAPE_MISMATCH:
+    case STITCH_ERROR_UNSUPPORTED:
+    case STITCH_ERROR_IO: return kInvalid;
+  }
+  return kInternal;
+}
+
+// A command-line mistake: printed with the usage, exit 2.
+struct UsageError {
+  std::string message;
+};
+
+const char* kUsage =
+    "usage: stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S]\n"
+    "                       [--iters K]\n"
+    "       stitch demo [--backend B] [--iters K]\n"
+    "       stitch --version | --help\n"
+    "backends: auto (default), cuda, hip, cpu, reference\n";
+
+struct Options {
+  std::string file;
+  std::string graph;
+  std::map<std::string, int64_t> dims;
+  std::optional<std::string> backend;
+  bool check = false;
+  uint64_t seed = 0;
+  int iters = 0;
+};
+
+int64_t parseInt(const std::string& text, const std::string& what, int64_t lo) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo)
+    throw UsageError{fmt::format("{} must be an integer >= {}, got '{}'", what, lo, text)};
+  return v;
+}
+
+Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
+      return args[++i];
+    };
+    if (a == "--graph") o.graph = value();
+    else if (a == "--backend") o.backend = value();
+    else if (a == "--check") o.check = true;
+    else if (a == "--seed") o.seed = static_cast<uint64_t>(parseInt(value(), "--seed", 0));
+    else if (a == "--iters") o.iters = static_cast<int>(parseInt(value(), "--iters", 1));
+    else if (a == "--dim") {
+      const std::string& d = value();
+      size_t eq = d.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError{fmt::format("--dim takes SYM=N, got '{}'", d)};
+      o.dims[d.substr(0, eq)] = parseInt(d.substr(eq + 1), "--dim " + d.substr(0, eq), 0);
+    } else if (a.size() > 1 && a[0] == '-') {
+      throw UsageError{fmt::format("unknown option '{}'", a)};
+    } else if (wantFile && o.file.empty()) {
+      o.file = a;
+    } else {
+      throw UsageError{fmt::format("unexpected argument '{}'", a)};
+    }
+  }
+  if (wantFile && o.file.empty()) throw UsageError{"run needs a FILE"};
+  return o;
+}
+
+Engine makeEngine(const std::optional<std::string>& backend) {
+  std::map<std::string, std::string> opts;
+  if (backend) opts["backend"] = *backend;
+  return Engine(opts);
+}
+
+// The result of running one graph: its outputs, for checking.
+struct RunResult {
+  std::vector<HostTensor> outputs;
+  std::vector<double> timesMs;
+};
+
+// Seeded inputs for g, with symbols bound from dims (defaults noted on stdout).
+std::vector<HostTensor> makeInputs(const Graph& g, const std::map<std::string, int64_t>& dims,
+                                   uint64_t seed, std::set<std::string>& defaulted) {
+  std::vector<HostTensor> inputs;
+  for (size_t i = 0; i < g.numInputs(); ++i) {
+    ValueInfo info = g.input(i);
+    std::vector<int64_t> shape;
+    for (const Dim& d : info.dims) {
+      if (d.symbol.empty()) {
+        shape.push_back(d.size);
+        continue;
+      }
+      auto it = dims.find(d.symbol);
+      if (it != dims.end()) {
+        shape.push_back(it->second);
+      } else {
+        shape.push_back(kDefaultDim);
+        defaulted.insert(d.symbol);
+      }
+    }
+    inputs.emplace_back(info.dtype, shape);
+    fillRandom(inputs.back(), seed, i);
+  }
+  return inputs;
+}
+
+RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>& inputs,
+                   int iters) {
+  Program p = engine.compile(g);
+  std::vector<DLTensor> in;
+  for (HostTensor& t : inputs) in.push_back(t.view());
+  RunResult r;
+  for (size_t i = 0; i < p.numOutputs(); ++i)
+    r.outputs.emplace_back(g.output(i).dtype, p.outputShape(in, i));
+  std::vector<DLTensor> out;
+  for (HostTensor& t : r.outputs) out.push_back(t.view());
+  p.run(in, out);  // the first run also makes the concrete kernels; not timed
+  for (int k = 0; k < iters; ++k) {
+    auto t0 = std::chrono::steady_clock::now();
+    p.run(in, out);
+    auto t1 = std::chrono::steady_clock::now();
+    r.timesMs.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return r;
+}
+
+std::string timingLine(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  return fmt::format("time: median {:.4g} ms, min {:.4g} ms over {} runs", median, ms.front(),
+                     ms.size());
+}
+
+// Runs one graph, prints its outputs, checks and times it; returns false on a check mismatch.
+bool runOne(const Engine& engine, const Graph& g, const Options& o) {
+  std::set<std::string> defaulted;
+  std::vector<HostTensor> inputs = makeInputs(g, o.dims, o.seed, defaulted);
+  for (const std::string& s : defaulted)
+    fmt::print("note: symbolic dim {} = {} (default; set it with --dim {}=N)\n", s, kDefaultDim, s);
+  fmt::print("graph {}: {} ops, {} inputs, {} outputs, backend {}\n", g.name(), g.numOps(),
+             g.numInputs(), g.numOutputs(), engine.backend());
+  RunResult r = runGraph(engine, g, inputs, o.iters);
+  bool ok = true;
+  std::optional<RunResult> want;
+  if (o.check) {
+    Engine ref = makeEngine(std::string("reference"));
+    want = runGraph(ref, g, inputs, 0);
+  }
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    const HostTensor& t = r.outputs[i];
+    std::string name = g.output(i).name;
+    fmt::print("  {}: {}  {}\n", name, typeString(t.dtype, t.shape), summarize(t));
+    if (want) {
+      CompareResult c = compare(t, want->outputs[i]);
+      fmt::print("  check {}: {}\n", name, c.describe(t, want->outputs[i]));
+      ok = ok && c.ok();
+    }
+  }
+  if (o.iters > 0) fmt::print("  {}\n", timingLine(r.timesMs));
+  return ok;
+}
+
+int cmdRun(const std::vector<std::string>& args) {
+  Options o = parseOptions(args, /*wantFile=*/true);
+  Module m = Module::parseFile(o.file);
+  std::vector<Graph> graphs;
+  if (!o.graph.empty()) {
+    Graph g = m.find(o.graph);
+    if (!g) {
+      std::string names;
+      for (size_t i = 0; i < m.size(); ++i) names += (i ? ", " : "") + m.graph(i).name();
+      throw UsageError{fmt::format("{} has no graph named '{}' (it has: {})", o.file, o.graph, names)};
+    }
+    graphs.push_back(std::move(g));
+  } else {
+    for (size_t i = 0; i < m.size(); ++i) graphs.push_back(m.graph(i));
+  }
+  // Every --dim must name a symbol of some selected graph: a typo should not pass silently.
+  for (const auto& [sym, n] : o.dims) {
+    bool used = false;
+    for (const Graph& g : graphs)
+      for (size_t i = 0; i < g.numInputs(); ++i)
+        for (const Dim& d : g.input(i).dims) used = used || d.symbol == sym;
+    if (!used) throw UsageError{fmt::format("--dim {}: no selected graph has a symbolic dim {}", sym, sym)};
+  }
+  Engine engine = makeEngine(o.backend);
+  bool ok = true;
+  for (const Graph& g : graphs) ok = runOne(engine, g, o) && ok;
+  return ok ? kOk : kMismatch;
+}
+
+int cmdDemo(const std::vector<std::string>& args) {
+  Options o = parseOptions(args, /*wantFile=*/false);
+  if (o.iters == 0) o.iters = 3;
+  Module m = Module::parse(kDemoGraphs, "<demo>");
+  Engine engine = makeEngine(o.backend);
+  // BERT-base at batch 2, sequence 128: 256 tokens.
+  o.dims = {{"T", 256}, {"B", 2}, {"S", 128}};
+  fmt::print("Stitch {} demo: the memory-bound parts of a BERT-base encoder layer\n",
+             stitch_version());
+  fmt::print("(batch 2, sequence 128, hidden 768, 12 heads), on the {} backend.\n\n",
+             engine.backend());
+  // Against the reference only when the backend is not the reference itself.
+  o.check = engine.backend() != "reference";
+  if (!o.check)
+    fmt::print("The reference interpreter is the only backend in this build: outputs are its own,\n"
+               "so there is nothing to check them against.\n\n");
+  bool ok = true;
+  for (size_t i = 0; i < m.size(); ++i) {
+    Graph g = m.graph(i);
+    fmt::print("{}", g.print());
+    ok = runOne(engine, g, o) && ok;
+    fmt::print("\n");
+  }
+  fmt::print("{}\n", ok ? "demo: ok" : "demo: MISMATCH against the reference");
+  return ok ? kOk : kMismatch;
+}
+
+int mainImpl(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? kInvalid : kOk;
+  }
+  if (args[0] == "--version") {
+    fmt::print("stitch {}\n", stitch_version());
+    return kOk;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "run") return cmdRun(args);
+  if (cmd == "demo") return cmdDemo(args);
+  throw UsageError{fmt::format("unknown command '{}'", cmd)};
+}
+
+}  // namespace
+}  // namespace stitch::cli
+
+int main(int argc, char** argv) {
+  using namespace stitch::cli;
+  try {
+    return mainImpl(argc, argv);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "stitch: error: {}\n{}", e.message, kUsage);
+    return kInvalid;
+  } catch (const stitch::Error& e) {
+    // Parse errors already read "FILE:LINE:COL: error: ..."; others get a prefix.
+    std::string msg = e.what();
+    bool located = msg.find(": error: ") != std::string::npos;
+    fmt::print(stderr, "{}{}\n", located ? "" : "stitch: error: ", msg);
+    return exitCodeFor(e.status());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "stitch: internal error: {}\n", e.what());
+    return kInternal;
+  }
+}
