@@ -20,6 +20,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 
 echo "setup: installing missing packages: ${missing[*]}"
+# `env` carries DEBIAN_FRONTEND through sudo, which drops the caller's environment.
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then
   if command -v sudo >/dev/null 2>&1; then
@@ -29,7 +30,6 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 1
   fi
 fi
-export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y --no-install-recommends "${missing[@]}"
