@@ -47,6 +47,7 @@ install(FILES
 # (pcfiledir), so the installed tree can be moved or installed with `cmake --install --prefix`.
 file(RELATIVE_PATH STITCH_PC_PREFIX_FROM_PCDIR
   /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" STITCH_PC_PREFIX_FROM_PCDIR "${STITCH_PC_PREFIX_FROM_PCDIR}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/stitch.pc.in ${PROJECT_BINARY_DIR}/stitch.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/stitch.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
