@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Stitch builds against, only when some are missing.
+# Idempotent: when everything is present it makes no network call and returns at once.
+set -euo pipefail
+
+# One package a word. Later features append here (llvm-19-dev, libbenchmark-dev, hipcc, ...).
+STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev"
+
+missing=()
+for pkg in $STITCH_DEBIAN_PACKAGES; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all Debian dependencies present"
+  exit 0
+fi
+
+echo "setup: installing missing packages: ${missing[*]}"
+# `env` carries DEBIAN_FRONTEND through sudo, which drops the caller's environment.
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo_cmd=(sudo)
+  else
+    echo "setup: not root and sudo is not available; install these first: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"
