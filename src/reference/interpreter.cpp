@@ -80,8 +80,8 @@ Dims broadcastOffsets(std::span<const int64_t> in, std::span<const int64_t> out)
   return gatherOffsets(out, broadcastStrides(in, out), 0);
 }
 
-inline int64_t at(const Dims& offsets, int64_t e) {
-  return offsets.empty() ? e : offsets[static_cast<size_t>(e)];
+inline size_t offsetAt(const Dims& offsets, int64_t e) {
+  return static_cast<size_t>(offsets.empty() ? e : offsets[static_cast<size_t>(e)]);
 }
 
 // Integer arithmetic wraps (two's complement) through uint64: defined behaviour, same bits.
@@ -164,7 +164,7 @@ HostTensor binary(const HostTensor& a, const HostTensor& b, const Dims& shape, D
       STITCH_INTERNAL(false, "non-float binary op on {}", ir::dtypeName(a.dtype));
     } else {
       for (int64_t e = 0; e < n; ++e) {
-        auto v = f(a.floats[static_cast<size_t>(at(oa, e))], b.floats[static_cast<size_t>(at(ob, e))]);
+        auto v = f(a.floats[offsetAt(oa, e)], b.floats[offsetAt(ob, e)]);
         // Comparisons map floats to a bool (int64 0/1); arithmetic keeps a double.
         if constexpr (std::is_same_v<decltype(v), double>)
           r.floats[static_cast<size_t>(e)] = ir::roundToFloat(v, outT);
@@ -177,9 +177,8 @@ HostTensor binary(const HostTensor& a, const HostTensor& b, const Dims& shape, D
       STITCH_INTERNAL(false, "float-only binary op on {}", ir::dtypeName(a.dtype));
     } else {
       for (int64_t e = 0; e < n; ++e)
-        r.ints[static_cast<size_t>(e)] = fitInt(
-            i(a.ints[static_cast<size_t>(at(oa, e))], b.ints[static_cast<size_t>(at(ob, e))]),
-            outT);
+        r.ints[static_cast<size_t>(e)] =
+            fitInt(i(a.ints[offsetAt(oa, e)], b.ints[offsetAt(ob, e)]), outT);
     }
   }
   return r;
@@ -201,8 +200,8 @@ HostTensor select(const HostTensor& c, const HostTensor& a, const HostTensor& b,
   Dims ob = broadcastOffsets(b.shape, shape);
   int64_t n = product(shape);
   for (int64_t e = 0; e < n; ++e) {
-    bool take = c.ints[static_cast<size_t>(at(oc, e))] != 0;
-    auto src = static_cast<size_t>(take ? at(oa, e) : at(ob, e));
+    bool take = c.ints[offsetAt(oc, e)] != 0;
+    size_t src = take ? offsetAt(oa, e) : offsetAt(ob, e);
     auto dst = static_cast<size_t>(e);
     if (ir::isFloat(a.dtype)) r.floats[dst] = (take ? a : b).floats[src];
     else r.ints[dst] = (take ? a : b).ints[src];
@@ -390,8 +389,8 @@ HostTensor iota(DType t, const Dims& shape, int64_t axis) {
 
 HostTensor concat(std::span<const HostTensor* const> parts, int64_t axis, const Dims& shape) {
   HostTensor r = makeTensor(parts[0]->dtype, shape);
-  auto [outer, n, inner] = splitAt(shape, axis);
-  (void)n;
+  AxisSplit split = splitAt(shape, axis);
+  int64_t outer = split.outer, inner = split.inner;
   size_t e = 0;
   for (int64_t o = 0; o < outer; ++o) {
     for (const HostTensor* p : parts) {

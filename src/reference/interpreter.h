@@ -61,7 +61,8 @@
 
 namespace stitch::reference {
 
-// A compact row-major tensor in its native encoding (f16/bf16 as uint16 bits, bool as one byte 0/1).
+// A compact row-major tensor in its native encoding (f16/bf16 as uint16 bits, bool as one byte
+// 0/1).
 struct TensorView {
   ir::DType dtype;
   std::span<const int64_t> shape;
@@ -97,6 +98,8 @@ std::vector<HostTensor> evaluateNodes(const ir::Graph& g, std::span<const Tensor
 
 // Evaluates g on inputs and writes every output into outputs (caller-allocated; each must match
 // the concrete output shape and dtype exactly, else ShapeMismatch naming the output index).
+// Outputs are checked before any work, and written only after every node is evaluated, so an
+// output may alias an input.
 void evaluate(const ir::Graph& g, std::span<const TensorView> inputs,
               std::span<const MutTensorView> outputs);
 

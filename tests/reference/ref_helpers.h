@@ -104,7 +104,8 @@ inline ir::TensorType ty(std::string_view s) {
 
 // Compares an output with its expected value: exact when rtol is 0 (NaN matches NaN; f16/bf16
 // with `bits` bit for bit), else |got - want| <= rtol * (1 + |want|).
-inline void expectTensor(const Buffer& got, const Tensor& want, double rtol, const std::string& what) {
+inline void expectTensor(const Buffer& got, const Tensor& want, double rtol,
+                         const std::string& what) {
   ASSERT_EQ(got.dtype, want.dtype) << what;
   ASSERT_EQ(got.shape, want.shape) << what;
   HostTensor h = decode(got.view());

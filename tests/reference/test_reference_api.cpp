@@ -119,7 +119,8 @@ TEST(RefApi, EvaluateNodesReturnsEveryNode) {
   EXPECT_EQ(v[static_cast<size_t>(e)].floats, (std::vector<double>{1, r32(std::exp(1.0))}));
   EXPECT_EQ(v[static_cast<size_t>(two)].shape, Dims{});
   EXPECT_EQ(v[static_cast<size_t>(two)].floats, (std::vector<double>{2}));
-  EXPECT_EQ(v[static_cast<size_t>(m)].floats, (std::vector<double>{2, r32(2 * r32(std::exp(1.0)))}));
+  EXPECT_EQ(v[static_cast<size_t>(m)].floats,
+            (std::vector<double>{2, r32(2 * r32(std::exp(1.0)))}));
 }
 
 TEST(RefApi, EncodeDecodeRoundTripsEveryDType) {

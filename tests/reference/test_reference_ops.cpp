@@ -228,9 +228,11 @@ std::vector<Case> allCases() {
     add({"gt_f32_nan", ty2, op(OpCode::Gt), {a, b}, {Tb({4}, {0, 0, 0, 1})}});
     add({"ge_f32_nan", ty2, op(OpCode::Ge), {a, b}, {Tb({4}, {1, 0, 0, 1})}});
   }
-  add({"eq_bool", {"bool[4]", "bool[4]"}, op(OpCode::Eq), {Tb({4}, {0, 1, 1, 0}), Tb({4}, {0, 1, 0, 1})},
+  add({"eq_bool", {"bool[4]", "bool[4]"}, op(OpCode::Eq),
+       {Tb({4}, {0, 1, 1, 0}), Tb({4}, {0, 1, 0, 1})},
        {Tb({4}, {1, 1, 0, 0})}});
-  add({"ne_bool", {"bool[4]", "bool[4]"}, op(OpCode::Ne), {Tb({4}, {0, 1, 1, 0}), Tb({4}, {0, 1, 0, 1})},
+  add({"ne_bool", {"bool[4]", "bool[4]"}, op(OpCode::Ne),
+       {Tb({4}, {0, 1, 1, 0}), Tb({4}, {0, 1, 0, 1})},
        {Tb({4}, {0, 0, 1, 1})}});
   // 2^53 + 1 and 2^53 are equal as doubles: an exact int compare is needed.
   add({"gt_i64_exact", {"i64[2]", "i64[2]"}, op(OpCode::Gt),
@@ -379,7 +381,8 @@ std::vector<Case> allCases() {
        {T(F32, {0}, {})}});
   add({"concat_three_axis1", {"f32[2, 1]", "f32[2, 2]", "f32[2, 3]"},
        op(OpCode::Concat, Attrs{{"axis", int64_t{1}}}),
-       {T(F32, {2, 1}, {1, 2}), T(F32, {2, 2}, {3, 4, 5, 6}), T(F32, {2, 3}, {7, 8, 9, 10, 11, 12})},
+       {T(F32, {2, 1}, {1, 2}), T(F32, {2, 2}, {3, 4, 5, 6}),
+        T(F32, {2, 3}, {7, 8, 9, 10, 11, 12})},
        {T(F32, {2, 6}, {1, 3, 4, 7, 8, 9, 2, 5, 6, 10, 11, 12})}});
   add({"concat_with_empty_negative_axis", {"i32[0, 2]", "i32[1, 2]", "i32[1, 2]"},
        op(OpCode::Concat, Attrs{{"axis", int64_t{-2}}}),
