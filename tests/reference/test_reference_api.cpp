@@ -1,8 +1,6 @@
-// The interpreter's interface: misuse errors, evaluateNodes, encode/decode, and a speed check
-// on transformer-sized tensors (it is the oracle of every backend test, so it must not crawl).
+// The interpreter's interface: misuse errors, evaluateNodes, and encode/decode.
 #include <gtest/gtest.h>
 
-#include <chrono>
 
 #include "ref_helpers.h"
 #include "support/error.h"
@@ -145,44 +143,6 @@ TEST(RefApi, BoolInputsReadNonZeroBytesAsTrue) {
   b.bytes[0] = std::byte{0};
   b.bytes[1] = std::byte{7};
   EXPECT_EQ(decode(b.view()).ints, (std::vector<int64_t>{0, 1}));
-}
-
-double secondsFor(const ir::Graph& g, std::vector<Buffer>& in, std::vector<Buffer>& out) {
-  std::vector<TensorView> iv;
-  for (const Buffer& b : in) iv.push_back(b.view());
-  std::vector<MutTensorView> ov;
-  for (Buffer& b : out) ov.push_back(b.mut());
-  auto t0 = std::chrono::steady_clock::now();
-  evaluate(g, iv, ov);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Not a benchmark: a guard against an accidentally quadratic or allocation-heavy interpreter.
-// The budget is generous (a shared Debug build); typical times are printed.
-TEST(RefApi, TransformerSizedGraphsAreQuick) {
-  {
-    ir::GraphBuilder b("bias_gelu");
-    int x = b.addInput("x", ty("f32[512, 3072]"));
-    int bias = b.addInput("b", ty("f32[3072]"));
-    b.setOutputs({b.addOp(OpCode::Gelu, {b.addOp(OpCode::Add, {x, bias}, {})}, {})});
-    ir::Graph g = std::move(b).finish();
-    std::vector<Buffer> in = {f32({512, 3072}), f32({3072})};
-    std::vector<Buffer> out = {f32({512, 3072})};
-    double s = secondsFor(g, in, out);
-    std::cout << "bias+gelu [512, 3072]: " << s * 1e3 << " ms\n";
-    EXPECT_LT(s, 3.0);
-  }
-  {
-    ir::GraphBuilder b("attn_softmax");
-    int x = b.addInput("x", ty("f32[1536, 128]"));
-    b.setOutputs({b.addOp(OpCode::Softmax, {x}, {})});
-    ir::Graph g = std::move(b).finish();
-    std::vector<Buffer> in = {f32({1536, 128})};
-    std::vector<Buffer> out = {f32({1536, 128})};
-    double s = secondsFor(g, in, out);
-    std::cout << "softmax [1536, 128]: " << s * 1e3 << " ms\n";
-    EXPECT_LT(s, 3.0);
-  }
 }
 
 }  // namespace
