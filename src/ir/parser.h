@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace stitch::ir {
 
