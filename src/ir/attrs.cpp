@@ -20,6 +20,14 @@ std::string_view attrKindName(AttrKind k) {
   return "?";
 }
 
+bool Attr::operator==(const Attr& o) const {
+  if (name != o.name) return false;
+  const double* a = std::get_if<double>(&value);
+  const double* b = std::get_if<double>(&o.value);
+  if (a && b && std::isnan(*a) && std::isnan(*b)) return true;
+  return value == o.value;
+}
+
 void Attrs::set(std::string name, AttrValue v) {
   for (Attr& a : list_) {
     if (a.name == name) {

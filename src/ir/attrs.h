@@ -31,7 +31,9 @@ inline AttrKind kindOf(const AttrValue& v) { return static_cast<AttrKind>(v.inde
 struct Attr {
   std::string name;
   AttrValue value;
-  bool operator==(const Attr&) const = default;
+  // Values compare with ==, except that NaN equals NaN: structural equality must be reflexive,
+  // or a graph holding a `nan` literal would differ from itself and fail verify().
+  bool operator==(const Attr& o) const;
 };
 
 // A small ordered list of attributes (ops have at most five).
