@@ -191,6 +191,10 @@ class Engine : public Handle<stitch_engine_t, stitch_engine_destroy> {
     }
     check(stitch_engine_create(keys.data(), values.data(), keys.size(), &h_));
   }
+  // Engine::create({{"backend", "reference"}}): a braced list is unambiguous here.
+  static Engine create(const std::map<std::string, std::string>& options = {}) {
+    return Engine(options);
+  }
   std::string backend() const { return stitch_engine_backend(h_); }
   Program compile(const Graph& g) const {
     stitch_program_t p = nullptr;

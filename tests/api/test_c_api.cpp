@@ -134,7 +134,7 @@ TEST_F(Fixture, MisuseIsAStatusWithAMessage) {
 TEST(CApi, SymbolConflictIsReported) {
   stitch::Graph g = stitch::Graph::parse(
       "graph g(a: f32[N], b: f32[N]) {\n  c = add(a, b)\n  return c\n}\n");
-  stitch::Engine e({{"backend", "reference"}});
+  stitch::Engine e = stitch::Engine::create({{"backend", "reference"}});
   stitch::Program p = e.compile(g);
   float a[3] = {1, 2, 3}, b[4] = {1, 2, 3, 4}, c[3];
   int64_t sa[1] = {3}, sb[1] = {4};
@@ -236,7 +236,7 @@ TEST(CApi, GraphWithoutOutputsDoesNotCompile) {
   stitch::Graph g = stitch::Graph::create("g");
   g.addInput("x", STITCH_F32, {{2, ""}});
   EXPECT_THROW(g.verify(), stitch::Error);
-  stitch::Engine e({{"backend", "reference"}});
+  stitch::Engine e = stitch::Engine::create({{"backend", "reference"}});
   try {
     e.compile(g);
     FAIL();
@@ -279,7 +279,7 @@ TEST(CApi, PrintTruncatesSafely) {
 
 TEST(CApi, ProgramsRunFromSeveralThreads) {
   stitch::Graph g = stitch::Graph::parse(kSoftmax);
-  stitch::Engine e({{"backend", "reference"}});
+  stitch::Engine e = stitch::Engine::create({{"backend", "reference"}});
   stitch::Program p = e.compile(g);
   std::vector<std::thread> threads;
   std::vector<int> ok(4, 0);
