@@ -350,7 +350,8 @@ TensorType inferSlice(std::span<const TensorType* const> ops, Attrs& attrs) {
     e = std::max(e, s);
     starts[i] = s;
     ends[i] = e;
-    out.push_back(Dim::of((e - s + steps[i] - 1) / steps[i]));
+    // ceil((e - s) / step), written so that a huge step cannot overflow.
+    out.push_back(Dim::of(e == s ? 0 : (e - s - 1) / steps[i] + 1));
   }
   attrs.set("starts", starts);
   attrs.set("ends", ends);
@@ -383,7 +384,8 @@ TensorType inferConcat(std::span<const TensorType* const> ops, Attrs& attrs) {
       fail(fmt::format("concat along symbolic dim {} is not supported (the axis must be static)",
                        d.symbol),
            idx);
-    total += d.size;
+    if (__builtin_add_overflow(total, d.size, &total))
+      fail(fmt::format("concat result size along axis {} overflows int64", axis), idx);
   }
   out[axis] = Dim::of(total);
   return TensorType{first.dtype, out};

@@ -34,8 +34,11 @@ std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b) {
 ElementCount elementCount(const Shape& s) {
   ElementCount c;
   for (const Dim& d : s) {
-    if (d.isStatic()) c.coefficient *= d.size;
-    else c.symbols.push_back(d.symbol);
+    if (d.isSymbolic()) c.symbols.push_back(d.symbol);
+    // Dims come from user text or the C API: a product past int64 is an error, not UB.
+    else if (__builtin_mul_overflow(c.coefficient, d.size, &c.coefficient))
+      throwError(ErrorCode::InvalidGraph,
+                 fmt::format("the element count of {} overflows int64", shapeStr(s)));
   }
   std::sort(c.symbols.begin(), c.symbols.end());
   return c;

@@ -128,6 +128,12 @@ std::vector<BadCase> badCases() {
        {"reserved word"}},
       {"float in a list", graph(x4, "  y = transpose(x, perm=[0.5])\n  return y\n"), 2, 26,
        {"list element '0.5'"}},
+      {"element count overflow",
+       graph(x4, "  y = reshape(x, shape=[9223372036854775807, 2])\n  return y\n"), 2, 3,
+       {"overflows int64"}},
+      {"concat size overflow",
+       graph("x: f32[9223372036854775807]", "  y = concat(x, x, axis=0)\n  return y\n"), 2, 17,
+       {"overflows int64"}},
       {"unclosed list", graph(x4, "  y = transpose(x, perm=[0\n  return y\n"), 2, 27,
        {"expected ',' or ']'"}},
   };
