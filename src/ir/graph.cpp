@@ -19,9 +19,9 @@ bool isReservedWord(std::string_view s) {
 }
 
 std::optional<int> Graph::find(std::string_view name) const {
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    if (!nodes_[i].name.empty() && nodes_[i].name == name) return static_cast<int>(i);
-  return std::nullopt;
+  auto it = byName_.find(std::string(name));
+  if (it == byName_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<std::string> Graph::symbols() const {
@@ -85,6 +85,7 @@ int GraphBuilder::addInput(std::string name, TensorType type, SourceLoc loc) {
                    d.size, name);
   }
   int id = static_cast<int>(g_.nodes_.size());
+  g_.byName_.emplace(name, id);
   g_.nodes_.push_back(Node{OpCode::Input, {}, {}, std::move(type), std::move(name), loc});
   g_.inputs_.push_back(id);
   return id;
@@ -186,11 +187,10 @@ int GraphBuilder::addOp(OpCode op, std::vector<int> operands, Attrs attrs, std::
   }
   Attrs checked = checkAttrs(info, std::move(attrs));
   // Symbols in shape lists must be bound by some input, or nothing could give them a size.
-  std::vector<std::string> known = g_.symbols();
   for (const Attr& a : checked.list()) {
     if (const Shape* s = std::get_if<Shape>(&a.value))
       for (const Dim& d : *s)
-        if (d.isSymbolic() && std::find(known.begin(), known.end(), d.symbol) == known.end())
+        if (d.isSymbolic() && !isInputSymbol(d.symbol))
           throw OpError(fmt::format("symbol {} in {}= is not a dim of any graph input", d.symbol,
                                     a.name),
                         -1, a.name);
@@ -200,9 +200,17 @@ int GraphBuilder::addOp(OpCode op, std::vector<int> operands, Attrs attrs, std::
   if (name.empty()) name = freshName();
   else checkName(name);
   int id = static_cast<int>(g_.nodes_.size());
+  g_.byName_.emplace(name, id);
   g_.nodes_.push_back(Node{op, std::move(operands), std::move(checked), std::move(type),
                            std::move(name), loc});
   return id;
+}
+
+bool GraphBuilder::isInputSymbol(const std::string& symbol) const {
+  for (int id : g_.inputs_)
+    for (const Dim& d : g_.nodes_[id].type.shape)
+      if (d.symbol == symbol) return true;
+  return false;
 }
 
 void GraphBuilder::setOutputs(std::vector<int> outputs) {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/ops.h"
@@ -56,6 +57,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  std::unordered_map<std::string, int> byName_;  // so building and lookup stay linear in size
 };
 
 // Builds a graph node by node. Every add* either appends a fully checked node or throws (an
@@ -79,6 +81,7 @@ class GraphBuilder {
 
  private:
   void checkName(const std::string& name) const;
+  bool isInputSymbol(const std::string& symbol) const;
   std::string freshName();
   Graph g_;
   int nextTemp_ = 0;
