@@ -1,0 +1,46 @@
+// Hardware profiles the cost model prices kernels for.
+//
+// A profile is a handful of numbers per target: memory bandwidth and latency, launch overhead,
+// parallel resources (SMs/CUs/cores, resident threads and blocks, warp width), on-chip memory,
+// and arithmetic throughput. The built-in profiles are datasheet figures derated to what
+// memory-bound kernels reach in practice (see hardware.cpp for sources); a backend with a device
+// present may read its own (later issues).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace stitch::fusion {
+
+struct HardwareProfile {
+  std::string name;          // "sm_90", "sm_80", "gfx90a", "host"
+  std::string description;   // "NVIDIA H100 SXM (sm_90)"
+  int processors;            // SMs, CUs, or CPU cores
+  int warpSize;              // 32 on NVIDIA, 64 on gfx90a, SIMD lanes (f32) on the host
+  int maxThreadsPerProcessor;
+  int maxBlocksPerProcessor;
+  int maxThreadsPerBlock;
+  int registersPerProcessor;      // 32-bit registers
+  int maxRegistersPerThread;
+  int64_t sharedMemoryPerProcessor;  // bytes
+  int64_t sharedMemoryPerBlock;      // bytes, the most one block may use
+  double memoryBandwidth;    // bytes/s that a well-formed streaming kernel reaches
+  double memoryLatency;      // s, a dependent DRAM round trip
+  double launchOverhead;     // s per kernel launch (host-side + ramp)
+  double flops;              // simple f32 ops/s (add, mul, fma counted as one)
+  double expensiveFlops;     // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
+  double blockSyncTime;      // s per __syncthreads-style barrier
+  double gridSyncTime;       // s per grid-wide barrier (cooperative launch)
+  bool isGpu;
+};
+
+// The built-in profiles: sm_90 (H100), sm_80 (A100), gfx90a (MI250X, one GCD), host.
+std::span<const HardwareProfile> builtinProfiles();
+// A profile by target name; nullopt if unknown.
+std::optional<HardwareProfile> findProfile(std::string_view target);
+// "sm_90, sm_80, gfx90a, host", for error messages.
+std::string profileNames();
+
+}  // namespace stitch::fusion

@@ -1,0 +1,90 @@
+// A fusion plan: the graph's ops partitioned into kernels.
+//
+// Each kernel has a dominant op that fixes its thread mapping (a row reduction's rows, a loop's
+// elements), and every producer->consumer edge inside it carries the stitch scheme that hands
+// the value over: registers (local, possibly recomputing it), warp shuffles, shared memory
+// (block), or global memory behind a grid barrier (global). Values crossing kernel boundaries go
+// through global memory between launches. The plan is made for concrete shapes (a program is
+// planned per input signature), so every size here is a number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusion/cost_model.h"
+
+namespace stitch::fusion {
+
+// STITCH_FUSION: stitch (everything), basic (XLA-style: a reduction ends its kernel), off (one
+// kernel per op).
+enum class Mode { Stitch, Basic, Off };
+std::string_view modeName(Mode m);
+
+enum class Scheme { Local, Warp, Block, Global };
+std::string_view schemeName(Scheme s);
+
+// How a kernel's work is laid out on the machine.
+enum class MappingKind {
+  Loop,          // elementwise: one thread per element (vectorized)
+  RowReduce,     // reduced axes are the innermost: one warp, block or several blocks per row
+  ColumnReduce,  // reduced axes are the outermost: blocks own column tiles, loop over rows
+  MiddleReduce,  // reduced axes in between: blocks own (outer, column tile) pairs
+  AllReduce,     // every axis reduced: all blocks cooperate, then combine
+};
+std::string_view mappingKindName(MappingKind k);
+
+// Who cooperates on one row of a reduction.
+enum class RowWidth { Thread, Warp, Block, MultiBlock };
+std::string_view rowWidthName(RowWidth w);
+
+struct Mapping {
+  MappingKind kind = MappingKind::Loop;
+  RowWidth width = RowWidth::Thread;
+  int64_t domain = 0;     // elements of the dominant op's iteration space
+  int64_t rows = 0;       // independent reductions (outputs of the dominant reduce); loops: domain
+  int64_t rowLength = 1;  // elements reduced per row
+  int64_t blocks = 1;
+  int threadsPerBlock = 1;
+};
+
+struct Edge {
+  int producer;  // node id
+  int consumer;  // node id
+  Scheme scheme;
+  bool recompute = false;  // local: the consumer's threads recompute the value
+};
+
+struct Kernel {
+  std::vector<int> nodes;  // node ids in topological order; no sources or inputs
+  int dominant = -1;       // node id
+  Mapping mapping;
+  std::vector<Edge> edges;    // every producer->consumer edge inside the kernel
+  std::vector<int> inputs;    // values read from global memory (graph inputs, other kernels)
+  std::vector<int> outputs;   // values written to global memory
+  KernelSummary summary;
+  KernelCost cost;
+};
+
+// A producer->consumer edge between two kernels, and why it was not fused.
+struct CutEdge {
+  int producer;
+  int consumer;
+  std::string reason;
+};
+
+struct Plan {
+  Mode mode = Mode::Stitch;
+  std::string target;            // profile name
+  std::vector<Kernel> kernels;   // in an order that respects dependencies
+  std::vector<CutEdge> cuts;
+  double time = 0;               // s, sum of kernel times
+  int64_t bytes = 0;             // global traffic of all kernels
+  // The same totals for the unfused plan (one kernel per op), for comparison.
+  int unfusedKernels = 0;
+  double unfusedTime = 0;
+  int64_t unfusedBytes = 0;
+};
+
+}  // namespace stitch::fusion

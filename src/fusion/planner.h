@@ -1,0 +1,39 @@
+// The fusion planner: from a graph (after the passes) and concrete shapes to a Plan.
+//
+// Search, in order of cost: a greedy pass merges the pair of kernels (producer->consumer, or two
+// independent kernels for horizontal packing) with the best cost gain until none gains; a beam
+// search over merge sequences refines it on graphs small enough; Exhaustive enumerates every
+// partition (graphs of up to 12 ops) and exists to measure the other two against. Every
+// candidate kernel is checked by the group analysis ("can this group be scheduled, with what
+// mapping?") and every partition must leave the kernel graph acyclic.
+#pragma once
+
+#include "fusion/hardware.h"
+#include "fusion/plan.h"
+#include "ir/graph.h"
+#include "ir/shape.h"
+
+namespace stitch::fusion {
+
+enum class Search { Greedy, Beam, Exhaustive };
+
+struct PlannerOptions {
+  Mode mode = Mode::Stitch;
+  Search search = Search::Beam;
+  int beamWidth = 4;
+  // Beam search runs on graphs with at most this many ops; larger ones stop after greedy.
+  int beamMaxOps = 400;
+};
+
+// Plans g for the concrete sizes `bindings` gives its symbols. g must be verified; composites
+// should have been decomposed (a composite is planned as one opaque kernel otherwise).
+Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
+               const PlannerOptions& options = {});
+
+// Reads STITCH_FUSION (stitch | basic | off); Stitch when unset. Throws InvalidArgument listing
+// the valid values otherwise.
+Mode modeFromEnv();
+// Parses a mode name; throws InvalidArgument listing the valid ones.
+Mode parseMode(std::string_view name);
+
+}  // namespace stitch::fusion
