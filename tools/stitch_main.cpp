@@ -2,6 +2,7 @@
 // interpreter, and demo the library on a transformer layer's memory-bound parts.
 //
 //   stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S] [--iters K]
+//   stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--format F]
 //   stitch demo [--backend B] [--iters K]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
@@ -60,6 +61,8 @@ struct UsageError {
 const char* kUsage =
     "usage: stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S]\n"
     "                       [--iters K]\n"
+    "       stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
+    "                        [--fusion stitch|basic|off] [--format text|dot|json]\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
@@ -69,6 +72,7 @@ struct Options {
   std::string graph;
   std::map<std::string, int64_t> dims;
   std::optional<std::string> backend;
+  std::map<std::string, std::string> planOptions;  // target, fusion, format
   bool check = false;
   uint64_t seed = 0;
   int iters = 0;
@@ -94,6 +98,7 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
     if (a == "--graph") o.graph = value();
     else if (a == "--backend") o.backend = value();
     else if (a == "--check") o.check = true;
+    else if (a == "--target" || a == "--fusion" || a == "--format") o.planOptions[a.substr(2)] = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parseInt(value(), "--seed", 0));
     else if (a == "--iters") o.iters = static_cast<int>(parseInt(value(), "--iters", 1));
     else if (a == "--dim") {
@@ -208,9 +213,8 @@ bool runOne(const Engine& engine, const Graph& g, const Options& o) {
   return ok;
 }
 
-int cmdRun(const std::vector<std::string>& args) {
-  Options o = parseOptions(args, /*wantFile=*/true);
-  Module m = Module::parseFile(o.file);
+// The graphs `o` selects from module m (all, or --graph), checking --dim names against them.
+std::vector<Graph> selectGraphs(const Module& m, const Options& o) {
   std::vector<Graph> graphs;
   if (!o.graph.empty()) {
     Graph g = m.find(o.graph);
@@ -231,14 +235,56 @@ int cmdRun(const std::vector<std::string>& args) {
         for (const Dim& d : g.input(i).dims) used = used || d.symbol == sym;
     if (!used) throw UsageError{fmt::format("--dim {}: no selected graph has a symbolic dim {}", sym, sym)};
   }
+  return graphs;
+}
+
+// Options that belong to another command are mistakes, not silently ignored.
+void rejectOptions(const Options& o, const char* cmd, bool planFlags, bool runFlags) {
+  if (!planFlags && !o.planOptions.empty())
+    throw UsageError{fmt::format("--{} is an option of `stitch plan`, not `stitch {}`",
+                                 o.planOptions.begin()->first, cmd)};
+  if (!runFlags && (o.backend || o.check || o.iters))
+    throw UsageError{fmt::format("--backend, --check and --iters are options of `stitch run`")};
+}
+
+int cmdRun(const std::vector<std::string>& args) {
+  Options o = parseOptions(args, /*wantFile=*/true);
+  rejectOptions(o, "run", false, true);
+  Module m = Module::parseFile(o.file);
+  std::vector<Graph> graphs = selectGraphs(m, o);
   Engine engine = makeEngine(o.backend);
   bool ok = true;
   for (const Graph& g : graphs) ok = runOne(engine, g, o) && ok;
   return ok ? kOk : kMismatch;
 }
 
+int cmdPlan(const std::vector<std::string>& args) {
+  Options o = parseOptions(args, /*wantFile=*/true);
+  rejectOptions(o, "plan", true, false);
+  Module m = Module::parseFile(o.file);
+  for (const Graph& g : selectGraphs(m, o)) {
+    std::map<std::string, int64_t> sizes;
+    for (size_t i = 0; i < g.numInputs(); ++i)
+      for (const Dim& d : g.input(i).dims) {
+        if (d.symbol.empty() || sizes.count(d.symbol)) continue;
+        auto it = o.dims.find(d.symbol);
+        if (it != o.dims.end()) {
+          sizes[d.symbol] = it->second;
+        } else {
+          sizes[d.symbol] = kDefaultDim;
+          // On stderr: stdout may be JSON or DOT for a tool to read.
+          fmt::print(stderr, "note: symbolic dim {} = {} (default; set it with --dim {}=N)\n",
+                     d.symbol, kDefaultDim, d.symbol);
+        }
+      }
+    fmt::print("{}", g.explainPlan(o.planOptions, sizes));
+  }
+  return kOk;
+}
+
 int cmdDemo(const std::vector<std::string>& args) {
   Options o = parseOptions(args, /*wantFile=*/false);
+  rejectOptions(o, "demo", false, true);
   if (o.iters == 0) o.iters = 3;
   Module m = Module::parse(kDemoGraphs, "<demo>");
   Engine engine = makeEngine(o.backend);
@@ -277,6 +323,7 @@ int mainImpl(int argc, char** argv) {
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "run") return cmdRun(args);
+  if (cmd == "plan") return cmdPlan(args);
   if (cmd == "demo") return cmdDemo(args);
   throw UsageError{fmt::format("unknown command '{}'", cmd)};
 }

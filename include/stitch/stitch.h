@@ -203,18 +203,40 @@ STITCH_API stitch_graph_t stitch_module_graph(stitch_module_t module, size_t ind
 /* The graph named `name`, borrowed as above, or NULL if there is none. */
 STITCH_API stitch_graph_t stitch_module_find_graph(stitch_module_t module, const char* name);
 
+/* Plans `graph` for concrete sizes without running it and explains the plan: which ops become
+ * which kernels, each kernel's mapping and the stitch scheme of every edge inside it, estimated
+ * bytes and time against the unfused plan, and why each edge between kernels was cut. The graph
+ * goes through Stitch's graph passes first (composites decomposed, reshapes and constants folded,
+ * CSE, DCE), as a program would. Options are key/value strings:
+ *   "target": sm_90 (default) | sm_80 | gfx90a | host    the hardware profile priced
+ *   "fusion": stitch | basic | off   (default: $STITCH_FUSION, else stitch)
+ *   "format": text (default) | dot | json
+ * `symbols`/`sizes` give every symbolic dim of the inputs a size (all must be given). The
+ * explanation is written as by stitch_graph_print. No device is needed. */
+STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* const* keys,
+                                                     const char* const* values, size_t num_options,
+                                                     const char* const* symbols,
+                                                     const int64_t* sizes, size_t num_symbols,
+                                                     char* buf, size_t capacity, size_t* needed);
+
 /* ---------------------------------------------------------------------------------------------
  * Engines and programs
  *
  * An engine is a configured backend. Options are key/value strings, validated at creation:
  *   "backend": auto | cuda | hip | cpu | reference   (default: $STITCH_BACKEND, else auto)
+ *   "fusion":  stitch | basic | off   (default: $STITCH_FUSION, else stitch): how far kernels are
+ *              fused; part of a program's identity. The reference backend always runs the graph
+ *              unfused (it is the oracle), but plans as the others do, so STITCH_DUMP=plan shows
+ *              what a fusing backend makes of each input signature.
  * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
  * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
  * valid ones. Asking for a backend this build or machine lacks fails with
  * STITCH_ERROR_BACKEND_UNAVAILABLE; there is no silent fallback (only "auto" chooses).
  *
  * A program is a graph compiled by an engine. It is shape-polymorphic: symbolic dims are bound
- * from the input tensors at each run, and concrete kernels are made per input signature.
+ * from the input tensors at each run, and concrete kernels are made per input signature. With
+ * STITCH_DUMP=plan, the plan made for each new signature is written to $STITCH_DUMP_DIR (default:
+ * the current directory) as GRAPH.SIGNATURE.plan.txt.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct stitch_engine_s* stitch_engine_t;

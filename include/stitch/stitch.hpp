@@ -117,6 +117,28 @@ class Graph : public Handle<stitch_graph_t, stitch_graph_destroy> {
     s.resize(n);
     return s;
   }
+  // The fusion plan for `sizes` of the symbolic dims (see stitch_graph_explain_plan).
+  std::string explainPlan(const std::map<std::string, std::string>& options,
+                          const std::map<std::string, int64_t>& sizes) const {
+    std::vector<const char*> keys, values, symbols;
+    std::vector<int64_t> dims;
+    for (const auto& kv : options) {
+      keys.push_back(kv.first.c_str());
+      values.push_back(kv.second.c_str());
+    }
+    for (const auto& kv : sizes) {
+      symbols.push_back(kv.first.c_str());
+      dims.push_back(kv.second);
+    }
+    size_t n = 0;
+    check(stitch_graph_explain_plan(h_, keys.data(), values.data(), keys.size(), symbols.data(),
+                                    dims.data(), dims.size(), nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    check(stitch_graph_explain_plan(h_, keys.data(), values.data(), keys.size(), symbols.data(),
+                                    dims.data(), dims.size(), &s[0], s.size(), &n));
+    s.resize(n);
+    return s;
+  }
   std::string name() const { return stitch_graph_name(h_); }
   size_t numInputs() const { return stitch_graph_num_inputs(h_); }
   size_t numOutputs() const { return stitch_graph_num_outputs(h_); }

@@ -172,13 +172,7 @@ stitch_status_t stitch_graph_print(stitch_graph_t graph, char* buf, size_t capac
   STITCH_API_REQUIRE(graph);
   if (capacity) STITCH_API_REQUIRE(buf);
   STITCH_API_GUARD({
-    std::string text = ir::printGraph(graph->graph());
-    if (needed) *needed = text.size();
-    if (capacity) {
-      size_t n = std::min(text.size(), capacity - 1);
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
+    api::copyOut(ir::printGraph(graph->graph()), buf, capacity, needed);
     return STITCH_OK;
   })
 }

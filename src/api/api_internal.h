@@ -7,9 +7,12 @@
 #include <stitch/stitch.h>
 
 #include <memory>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
+#include "fusion/plan.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
 #include "support/error.h"
@@ -28,7 +31,20 @@ ir::DType toDType(stitch_dtype_t t);
 // share it are safe to use from several threads.
 struct EngineConfig {
   rt::Backend backend = rt::Backend::Reference;
+  fusion::Mode fusion = fusion::Mode::Stitch;
+  bool dumpPlan = false;    // STITCH_DUMP contains "plan"
+  std::string dumpDir = ".";  // STITCH_DUMP_DIR
 };
+
+// Writes text into buf as the C API's string outputs do: NUL-terminated, truncated to capacity;
+// *needed (if not NULL) receives the full length.
+void copyOut(const std::string& text, char* buf, size_t capacity, size_t* needed);
+
+// Reads option key/value arrays into a map, rejecting NULLs, duplicates and keys not in `valid`.
+std::vector<std::pair<std::string, std::string>> readOptions(const char* const* keys,
+                                                             const char* const* values, size_t n,
+                                                             std::span<const std::string_view> valid,
+                                                             std::string_view what);
 
 }  // namespace stitch::api
 

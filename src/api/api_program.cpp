@@ -6,7 +6,16 @@
 #include <array>
 #include <string_view>
 
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
 #include "api/api_internal.h"
+#include "fusion/explain.h"
+#include "fusion/hardware.h"
+#include "fusion/planner.h"
+#include "passes/pipeline.h"
 #include "ir/signature.h"
 #include "reference/interpreter.h"
 #include "support/env.h"
@@ -14,16 +23,23 @@
 
 using namespace stitch;
 
+// A program: the graph as given (the reference backend runs it, unfused: it is the oracle), the
+// graph after the passes (what planning and code generation see), and the plans made so far,
+// one per input signature.
 struct stitch_program_s {
   std::shared_ptr<const api::EngineConfig> config;
   ir::Graph graph;
+  ir::Graph optimized;
+  std::mutex mutex;  // guards plans
+  std::map<std::string, std::shared_ptr<const fusion::Plan>> plans;
 };
 
 namespace {
 
 constexpr int kDLBoolCode = 6;  // kDLBool, added to DLPack after the 0.6 headers Debian ships
 
-constexpr std::array<std::string_view, 1> kOptionKeys = {"backend"};
+constexpr std::array<std::string_view, 2> kOptionKeys = {"backend", "fusion"};
+constexpr std::array<std::string_view, 1> kDumpChoices = {"plan"};
 
 std::string dlTypeStr(DLDataType t) {
   return fmt::format("{{code {}, bits {}, lanes {}}}", t.code, t.bits, t.lanes);
@@ -118,6 +134,59 @@ std::vector<ir::ConcreteInput> signatureOf(const stitch_program_s& p, const DLTe
   return sig;
 }
 
+// The hardware profile a backend's plans are priced for.
+const fusion::HardwareProfile& profileFor(rt::Backend b) {
+  static const fusion::HardwareProfile host = *fusion::findProfile("host");
+  static const fusion::HardwareProfile sm90 = *fusion::findProfile("sm_90");
+  static const fusion::HardwareProfile gfx = *fusion::findProfile("gfx90a");
+  switch (b) {
+    case rt::Backend::Cuda: return sm90;
+    case rt::Backend::Hip: return gfx;
+    case rt::Backend::Reference:
+    case rt::Backend::Cpu: return host;
+  }
+  return host;
+}
+
+// "f32[4, 768];f32[768]": the key of a program's per-signature state.
+std::string signatureKey(std::span<const reference::TensorView> inputs) {
+  std::string key;
+  for (const auto& t : inputs) {
+    key += std::string(ir::dtypeName(t.dtype)) + "[";
+    for (size_t i = 0; i < t.shape.size(); ++i) key += (i ? "," : "") + std::to_string(t.shape[i]);
+    key += "];";
+  }
+  return key;
+}
+
+// The plan for this input signature, made on its first run (and dumped if asked).
+std::shared_ptr<const fusion::Plan> planFor(stitch_program_s& p,
+                                            std::span<const reference::TensorView> inputs) {
+  std::string key = signatureKey(inputs);
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (auto it = p.plans.find(key); it != p.plans.end()) return it->second;
+  std::vector<ir::ConcreteInput> sig;
+  for (const auto& t : inputs) sig.push_back({t.dtype, t.shape});
+  ir::Bindings bindings = ir::bindInputs(p.optimized, sig);
+  fusion::PlannerOptions options;
+  options.mode = p.config->fusion;
+  auto plan = std::make_shared<const fusion::Plan>(
+      fusion::planGraph(p.optimized, bindings, profileFor(p.config->backend), options));
+  log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
+              plan->kernels.size(), p.optimized.numOps());
+  if (p.config->dumpPlan) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the signature names the file
+    for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+    std::string path = fmt::format("{}/{}.{:016x}.plan.txt", p.config->dumpDir, p.graph.name(), h);
+    std::ofstream f(path);
+    f << "# signature " << key << "\n" << fusion::explainText(p.optimized, *plan);
+    if (!f) log().warn("STITCH_DUMP=plan: cannot write {}", path);
+    else log().info("STITCH_DUMP=plan: wrote {}", path);
+  }
+  p.plans.emplace(key, plan);
+  return plan;
+}
+
 const void* dataOf(const DLTensor& t) {
   return static_cast<const char*>(t.data) + t.byte_offset;
 }
@@ -136,22 +205,26 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
   STITCH_API_GUARD({
     configureLoggingFromEnv();
     std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
-    for (size_t i = 0; i < num_options; ++i) {
-      STITCH_CHECK(keys[i] && values[i], ErrorCode::InvalidArgument,
-                   "engine option {} has a NULL key or value", i);
-      std::string_view key = keys[i];
-      if (key == "backend") {
-        backend = values[i];
-        continue;
-      }
-      throwError(ErrorCode::InvalidArgument,
-                 fmt::format("unknown engine option '{}'; valid options: {}", key,
-                             env::joinChoices(kOptionKeys)));
-    }
     auto config = std::make_shared<api::EngineConfig>();
+    config->fusion = fusion::modeFromEnv();
+    for (const auto& [key, value] : api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
+      if (key == "backend") backend = value;
+      else config->fusion = fusion::parseMode(value);
+    }
     config->backend = rt::resolveBackend(backend);
-    log().debug("engine created: backend {} (requested {})", rt::backendName(config->backend),
-                backend);
+    if (auto dump = env::get("STITCH_DUMP")) {
+      std::string item;
+      std::stringstream list(*dump);
+      while (std::getline(list, item, ',')) {
+        STITCH_CHECK(item == "plan", ErrorCode::InvalidArgument,
+                     "STITCH_DUMP={}: '{}' is not valid; valid values: {}", *dump, item,
+                     env::joinChoices(kDumpChoices));
+        config->dumpPlan = true;
+      }
+    }
+    config->dumpDir = env::get("STITCH_DUMP_DIR").value_or(".");
+    log().debug("engine created: backend {} (requested {}), fusion {}",
+                rt::backendName(config->backend), backend, fusion::modeName(config->fusion));
     *out = new stitch_engine_s{std::move(config)};
     return STITCH_OK;
   })
@@ -171,7 +244,11 @@ stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t gr
   STITCH_API_GUARD({
     const ir::Graph& g = graph->graph();
     ir::verify(g);
-    *out = new stitch_program_s{engine->config, g};
+    auto p = std::make_unique<stitch_program_s>();
+    p->config = engine->config;
+    p->graph = g;
+    p->optimized = passes::runPasses(g);
+    *out = p.release();
     log().debug("compiled graph {} ({} ops) for backend {}", g.name(), g.numOps(),
                 rt::backendName(engine->config->backend));
     return STITCH_OK;
@@ -237,6 +314,7 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
       out.push_back({dt, std::span<const int64_t>(t.shape, t.ndim),
                      static_cast<char*>(t.data) + t.byte_offset});
     }
+    planFor(*program, in);
     reference::evaluate(g, in, out);
     return STITCH_OK;
   })

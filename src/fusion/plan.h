@@ -63,6 +63,7 @@ struct Kernel {
   std::vector<Edge> edges;    // every producer->consumer edge inside the kernel
   std::vector<int> inputs;    // values read from global memory (graph inputs, other kernels)
   std::vector<int> outputs;   // values written to global memory
+  int horizontalParts = 1;    // independent sub-kernels packed side by side (block ranges)
   KernelSummary summary;
   KernelCost cost;
 };

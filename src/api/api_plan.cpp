@@ -1,0 +1,110 @@
+// Planning without running: stitch_graph_explain_plan, and the option reader shared with engines.
+#include <array>
+#include <cstring>
+#include <set>
+
+#include "api/api_internal.h"
+#include "fusion/explain.h"
+#include "fusion/hardware.h"
+#include "fusion/planner.h"
+#include "passes/pipeline.h"
+#include "support/env.h"
+
+using namespace stitch;
+
+namespace stitch::api {
+
+void copyOut(const std::string& text, char* buf, size_t capacity, size_t* needed) {
+  if (needed) *needed = text.size();
+  if (capacity) {
+    size_t n = std::min(text.size(), capacity - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> readOptions(const char* const* keys,
+                                                             const char* const* values, size_t n,
+                                                             std::span<const std::string_view> valid,
+                                                             std::string_view what) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < n; ++i) {
+    STITCH_CHECK(keys[i] && values[i], ErrorCode::InvalidArgument,
+                 "{} option {} has a NULL key or value", what, i);
+    std::string key = keys[i];
+    STITCH_CHECK(std::find(valid.begin(), valid.end(), key) != valid.end(),
+                 ErrorCode::InvalidArgument, "unknown {} option '{}'; valid options: {}", what, key,
+                 env::joinChoices(valid));
+    STITCH_CHECK(seen.insert(key).second, ErrorCode::InvalidArgument,
+                 "{} option '{}' is given twice", what, key);
+    out.emplace_back(key, values[i]);
+  }
+  return out;
+}
+
+}  // namespace stitch::api
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kPlanOptions = {"target", "fusion", "format"};
+constexpr std::array<std::string_view, 3> kFormats = {"text", "dot", "json"};
+
+}  // namespace
+
+extern "C" {
+
+stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* const* keys,
+                                          const char* const* values, size_t num_options,
+                                          const char* const* symbols, const int64_t* sizes,
+                                          size_t num_symbols, char* buf, size_t capacity,
+                                          size_t* needed) {
+  STITCH_API_REQUIRE(graph);
+  if (num_options) {
+    STITCH_API_REQUIRE(keys);
+    STITCH_API_REQUIRE(values);
+  }
+  if (num_symbols) {
+    STITCH_API_REQUIRE(symbols);
+    STITCH_API_REQUIRE(sizes);
+  }
+  if (capacity) STITCH_API_REQUIRE(buf);
+  STITCH_API_GUARD({
+    std::string target = "sm_90", format = "text";
+    fusion::Mode mode = fusion::modeFromEnv();
+    for (const auto& [k, v] : api::readOptions(keys, values, num_options, kPlanOptions, "plan")) {
+      if (k == "target") target = v;
+      else if (k == "fusion") mode = fusion::parseMode(v);
+      else format = v;
+    }
+    auto profile = fusion::findProfile(target);
+    STITCH_CHECK(profile.has_value(), ErrorCode::InvalidArgument,
+                 "unknown target '{}'; valid targets: {}", target, fusion::profileNames());
+    STITCH_CHECK(std::find(kFormats.begin(), kFormats.end(), format) != kFormats.end(),
+                 ErrorCode::InvalidArgument, "unknown plan format '{}'; valid formats: {}", format,
+                 env::joinChoices(kFormats));
+    const ir::Graph& g = graph->graph();
+    ir::verify(g);
+    ir::Bindings bindings;
+    for (size_t i = 0; i < num_symbols; ++i) {
+      STITCH_CHECK(symbols[i] != nullptr, ErrorCode::InvalidArgument, "symbols[{}] is NULL", i);
+      STITCH_CHECK(sizes[i] >= 0, ErrorCode::InvalidArgument, "symbol {} has negative size {}",
+                   symbols[i], sizes[i]);
+      bindings[symbols[i]] = sizes[i];
+    }
+    for (const std::string& s : g.symbols())
+      STITCH_CHECK(bindings.count(s), ErrorCode::InvalidArgument,
+                   "symbolic dim {} of graph {} needs a size to plan for", s, g.name());
+    ir::Graph optimized = passes::runPasses(g);
+    fusion::PlannerOptions options;
+    options.mode = mode;
+    fusion::Plan plan = fusion::planGraph(optimized, bindings, *profile, options);
+    std::string text = format == "json"  ? fusion::explainJson(optimized, plan)
+                       : format == "dot" ? fusion::explainDot(optimized, plan)
+                                         : fusion::explainText(optimized, plan);
+    api::copyOut(text, buf, capacity, needed);
+    return STITCH_OK;
+  })
+}
+
+}  // extern "C"

@@ -1,0 +1,595 @@
+#include "fusion/group.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "fusion/cost_model.h"
+#include "ir/signature.h"
+#include "support/error.h"
+
+namespace stitch::fusion {
+
+using ir::OpCode;
+
+PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
+                         const HardwareProfile& profile, Mode m)
+    : graph(g), hw(profile), mode(m) {
+  shapes = ir::concreteShapes(g, bindings);
+  size_t n = g.nodes().size();
+  numel.resize(n);
+  bytes.resize(n);
+  kinds.resize(n);
+  consumers.resize(n);
+  isOutput.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.nodes()[i];
+    numel[i] = std::accumulate(shapes[i].begin(), shapes[i].end(), int64_t{1},
+                               std::multiplies<int64_t>());
+    bytes[i] = numel[i] * ir::dtypeBytes(node.type.dtype);
+    kinds[i] = classify(node.op);
+    for (int o : node.operands)
+      if (consumers[o].empty() || consumers[o].back() != static_cast<int>(i))
+        consumers[o].push_back(static_cast<int>(i));
+  }
+  for (int o : g.outputs()) isOutput[o] = true;
+  for (size_t i = 0; i < n; ++i)
+    if (needsKernel(static_cast<int>(i))) planned.push_back(static_cast<int>(i));
+}
+
+bool PlanContext::needsKernel(int node) const {
+  OpKind k = kinds[node];
+  if (k == OpKind::Input) return false;
+  if (k == OpKind::Source) return isOutput[node];  // otherwise computed in place by its users
+  return true;
+}
+
+namespace {
+
+// How a value sits in the kernel's domain (see group.h).
+enum class Place { Elem, Row, Partial, Global };
+
+int64_t product(std::span<const int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string shapeText(std::span<const int64_t> s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// The analysis of one connected part with one domain.
+class Analyzer {
+ public:
+  Analyzer(const PlanContext& ctx, const std::vector<int>& nodes) : ctx_(ctx), nodes_(nodes) {
+    for (int n : nodes_) member_[n] = true;
+  }
+
+  // Fills `out` and returns true, or sets reason_ and returns false.
+  bool run(Kernel& out);
+  const std::string& reason() const { return reason_; }
+
+ private:
+  bool in(int n) const { return member_.count(n) != 0; }
+  bool fail(std::string why) {
+    reason_ = std::move(why);
+    return false;
+  }
+  const std::string& name(int n) const { return ctx_.graph.node(n).name; }
+  bool chooseDomain();
+  bool placeNodes();
+  bool placeValue(int n);
+  void layOut(Kernel& k);
+  void countWork(Kernel& k);
+
+  const PlanContext& ctx_;
+  const std::vector<int>& nodes_;
+  std::unordered_map<int, bool> member_;
+  std::unordered_map<int, Place> place_;
+  std::string reason_;
+
+  int dominant_ = -1;
+  std::vector<int64_t> domain_;
+  std::vector<bool> reduced_;  // per domain axis (size-1 axes never count as reduced)
+  MappingKind kind_ = MappingKind::Loop;
+  int64_t rows_ = 0, rowLength_ = 1;
+  bool hasGlobalReduce_ = false;
+};
+
+bool Analyzer::chooseDomain() {
+  int64_t best = -1;
+  for (int n : nodes_) {
+    if (ctx_.kinds[n] != OpKind::Reduce) continue;
+    int64_t size = ctx_.numel[ctx_.graph.node(n).operands[0]];
+    if (size > best) best = size, dominant_ = n;
+  }
+  if (dominant_ >= 0) {
+    const ir::Node& d = ctx_.graph.node(dominant_);
+    domain_ = ctx_.shapes[d.operands[0]];
+    reduced_.assign(domain_.size(), false);
+    for (int64_t a : d.attrs.getInts("axes"))
+      if (domain_[a] != 1) reduced_[a] = true;
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < domain_.size(); ++i)
+      if (reduced_[i]) axes.push_back(static_cast<int64_t>(i));
+    rowLength_ = 1;
+    for (size_t i = 0; i < domain_.size(); ++i)
+      if (reduced_[i]) rowLength_ *= domain_[i];
+    rows_ = product(domain_) / std::max<int64_t>(rowLength_, 1);
+    switch (reduceKind(domain_, axes)) {
+      case ReduceKind::Row: kind_ = MappingKind::RowReduce; break;
+      case ReduceKind::Column: kind_ = MappingKind::ColumnReduce; break;
+      case ReduceKind::Middle: kind_ = MappingKind::MiddleReduce; break;
+      case ReduceKind::All: kind_ = MappingKind::AllReduce; break;
+    }
+    return true;
+  }
+  for (int n : nodes_)
+    if (ctx_.numel[n] > best) best = ctx_.numel[n], dominant_ = n;
+  domain_ = ctx_.shapes[dominant_];
+  reduced_.assign(domain_.size(), false);
+  rows_ = product(domain_);
+  rowLength_ = 1;
+  kind_ = MappingKind::Loop;
+  return true;
+}
+
+// Places a non-reduction value by its shape relative to the domain.
+bool Analyzer::placeValue(int n) {
+  const std::vector<int64_t>& s = ctx_.shapes[n];
+  int64_t total = product(domain_);
+  size_t rank = domain_.size();
+  bool aligned = s.size() <= rank || std::all_of(s.begin(), s.end() - static_cast<long>(rank),
+                                                 [](int64_t d) { return d == 1; });
+  bool variesAll = true, variesReduced = false;
+  for (size_t i = 0; aligned && i < rank; ++i) {
+    int64_t sd = i + s.size() >= rank ? s[i + s.size() - rank] : 1;
+    if (sd == domain_[i]) {
+      if (domain_[i] != 1 && reduced_[i]) variesReduced = true;
+      continue;
+    }
+    if (sd != 1) aligned = false;
+    else if (domain_[i] != 1) variesAll = false;
+  }
+  if (aligned) {
+    if (variesAll) place_[n] = Place::Elem;
+    else if (kind_ != MappingKind::Loop && !variesReduced) place_[n] = Place::Row;
+    else place_[n] = Place::Partial;
+    return true;
+  }
+  // A row-major reshape of the whole domain keeps each element's flat index. Under a row
+  // reduction it must also keep rows contiguous: some suffix of its dims spans one row.
+  if (ctx_.numel[n] == total) {
+    bool ok = kind_ == MappingKind::Loop;
+    if (kind_ == MappingKind::RowReduce) {
+      int64_t suffix = 1;
+      for (size_t i = s.size(); i-- > 0 && !ok;) {
+        suffix *= s[i];
+        ok = suffix == rowLength_;
+      }
+    }
+    if (ok) {
+      place_[n] = Place::Elem;
+      return true;
+    }
+  }
+  // The dominant's result without keepdims: the kept dims in order, one value per row.
+  if (kind_ != MappingKind::Loop && ctx_.numel[n] == rows_) {
+    std::vector<int64_t> kept;
+    for (size_t i = 0; i < rank; ++i)
+      if (!reduced_[i]) kept.push_back(domain_[i]);
+    std::vector<int64_t> a, b;
+    for (int64_t d : kept) if (d != 1) a.push_back(d);
+    for (int64_t d : s) if (d != 1) b.push_back(d);
+    if (a == b) {
+      place_[n] = Place::Row;
+      return true;
+    }
+  }
+  return fail(fmt::format("{} has shape {}, which does not fit the kernel's domain {}", name(n),
+                          shapeText(s), shapeText(domain_)));
+}
+
+bool Analyzer::placeNodes() {
+  const ir::Node& dom = ctx_.graph.node(dominant_);
+  for (int n : nodes_) {
+    const ir::Node& node = ctx_.graph.node(n);
+    OpKind k = ctx_.kinds[n];
+    if (k == OpKind::Composite && nodes_.size() > 1)
+      return fail(fmt::format("{} ({}) is a composite; it is planned alone until decomposed",
+                              node.name, ir::opName(node.op)));
+    if (k == OpKind::DataMovement)
+      for (int o : node.operands)
+        if (in(o))
+          return fail(fmt::format(
+              "{} ({}) would gather {} from this kernel's registers; staging it through a "
+              "shared-memory tile is not formed by this planner",
+              node.name, ir::opName(node.op), name(o)));
+    if (k != OpKind::Reduce) {
+      if (!placeValue(n)) return false;
+      continue;
+    }
+    int input = node.operands[0];
+    bool sameDomain = ctx_.shapes[input] == domain_;
+    bool sameAxes = sameDomain;
+    if (sameDomain) {
+      std::vector<bool> r(domain_.size(), false);
+      for (int64_t a : node.attrs.getInts("axes"))
+        if (domain_[a] != 1) r[a] = true;
+      sameAxes = r == reduced_;
+    }
+    if (n == dominant_ || sameAxes) {
+      if (in(input) && place_[input] != Place::Elem)
+        return fail(fmt::format("{} reduces {}, which is not one value per element", node.name,
+                                name(input)));
+      place_[n] = Place::Row;
+      continue;
+    }
+    // A second-level reduction: every row's value combined into one (a grid barrier).
+    if (in(input) && place_[input] == Place::Row && ctx_.numel[n] == 1 &&
+        kind_ != MappingKind::Loop) {
+      if (ctx_.mode != Mode::Stitch)
+        return fail(fmt::format("{} mode does not stitch across a grid barrier",
+                                modeName(ctx_.mode)));
+      place_[n] = Place::Global;
+      hasGlobalReduce_ = true;
+      continue;
+    }
+    return fail(fmt::format("{} reduces {} over other axes than the kernel's dominant {} ({})",
+                            node.name, shapeText(ctx_.shapes[input]), dom.name,
+                            shapeText(domain_)));
+  }
+  return true;
+}
+
+void Analyzer::layOut(Kernel& k) {
+  const HardwareProfile& hw = ctx_.hw;
+  Mapping& m = k.mapping;
+  m.kind = kind_;
+  m.domain = product(domain_);
+  m.rows = rows_;
+  m.rowLength = rowLength_;
+  int warp = std::max(1, hw.warpSize);
+  if (!hw.isGpu) {
+    // The host runs a block per task on a thread pool; a task covers ~16k elements.
+    constexpr int64_t kTaskElements = 16384;
+    m.threadsPerBlock = 1;
+    m.width = RowWidth::Thread;
+    if (kind_ == MappingKind::Loop || kind_ == MappingKind::RowReduce)
+      m.blocks = std::max<int64_t>(1, ceilDiv(m.domain, kTaskElements));
+    else
+      m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, kTaskElements)));
+    if (kind_ == MappingKind::AllReduce) m.width = RowWidth::MultiBlock;
+    return;
+  }
+  switch (kind_) {
+    case MappingKind::Loop: {
+      m.width = RowWidth::Thread;
+      m.threadsPerBlock = 256;
+      m.blocks = std::max<int64_t>(1, ceilDiv(ceilDiv(m.domain, 4), 256));
+      break;
+    }
+    case MappingKind::RowReduce: {
+      if (rowLength_ <= 32 * warp) {
+        m.width = RowWidth::Warp;
+        m.threadsPerBlock = 256 / warp * warp;
+        m.blocks = std::max<int64_t>(1, ceilDiv(rows_, m.threadsPerBlock / warp));
+      } else if (rowLength_ <= 32768 || rows_ >= hw.processors) {
+        m.width = RowWidth::Block;
+        int64_t t = ceilDiv(ceilDiv(rowLength_, 8), warp) * warp;
+        m.threadsPerBlock = static_cast<int>(std::clamp<int64_t>(t, 128, hw.maxThreadsPerBlock));
+        m.blocks = std::max<int64_t>(1, rows_);
+      } else {
+        m.width = RowWidth::MultiBlock;
+        m.threadsPerBlock = std::min(1024, hw.maxThreadsPerBlock);
+        m.blocks = rows_ * ceilDiv(rowLength_, 16384);
+      }
+      break;
+    }
+    case MappingKind::ColumnReduce:
+    case MappingKind::MiddleReduce: {
+      // Blocks own tiles of `warp` columns; 8 lanes of rows inside a block, combined in shared
+      // memory. inner = kept extent after the last reduced axis, outer = the rest of the kept.
+      int64_t inner = 1;
+      for (size_t i = domain_.size(); i-- > 0 && !reduced_[i];) inner *= domain_[i];
+      int64_t outer = rows_ / std::max<int64_t>(inner, 1);
+      m.width = RowWidth::Block;
+      m.threadsPerBlock = warp * 8;
+      m.blocks = std::max<int64_t>(1, outer * ceilDiv(inner, warp));
+      break;
+    }
+    case MappingKind::AllReduce: {
+      m.width = RowWidth::MultiBlock;
+      m.threadsPerBlock = 256;
+      m.blocks = std::clamp<int64_t>(ceilDiv(m.domain, 256 * 8), 1,
+                                     static_cast<int64_t>(hw.processors) * 4);
+      break;
+    }
+  }
+}
+
+Scheme communicationScheme(const Mapping& m) {
+  switch (m.width) {
+    case RowWidth::Thread: return Scheme::Local;
+    case RowWidth::Warp: return Scheme::Warp;
+    case RowWidth::Block: return Scheme::Block;
+    case RowWidth::MultiBlock: return Scheme::Global;
+  }
+  return Scheme::Global;
+}
+
+void Analyzer::countWork(Kernel& k) {
+  const ir::Graph& g = ctx_.graph;
+  KernelSummary& s = k.summary;
+  int64_t domain = k.mapping.domain;
+  // Stages: a value computed after a reduction in the kernel is a stage later than its inputs.
+  std::unordered_map<int, int> stage;
+  int maxStage = 0;
+  for (int n : k.nodes) {
+    int st = 0;
+    for (int o : g.node(n).operands)
+      if (in(o)) st = std::max(st, stage[o] + (ctx_.kinds[o] == OpKind::Reduce ? 1 : 0));
+    stage[n] = st;
+    maxStage = std::max(maxStage, st);
+  }
+  // Elementwise values read again after a barrier must live somewhere across it.
+  int live = 0;
+  std::unordered_map<int, std::pair<int, int>> externalStages;  // min, max stage of readers
+  for (int n : k.nodes) {
+    int lastUse = stage[n];
+    for (int c : ctx_.consumers[n])
+      if (in(c)) lastUse = std::max(lastUse, stage[c]);
+    if (place_[n] == Place::Elem && lastUse > stage[n]) ++live;
+    for (int o : g.node(n).operands) {
+      if (in(o) || ctx_.kinds[o] == OpKind::Source) continue;
+      auto [it, fresh] = externalStages.try_emplace(o, stage[n], stage[n]);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, stage[n]);
+        it->second.second = std::max(it->second.second, stage[n]);
+      }
+    }
+  }
+  for (const auto& [o, range] : externalStages)
+    if (range.second > range.first && ctx_.numel[o] == domain) ++live;
+
+  // Traffic: every external value once; every output once.
+  for (int o : k.inputs) s.bytesRead += ctx_.bytes[o];
+  for (int o : k.outputs) s.bytesWritten += ctx_.bytes[o];
+
+  // Work, per element computed; partial values are recomputed by every element that uses them.
+  for (int n : k.nodes) {
+    OpKind kind = ctx_.kinds[n];
+    int64_t work = 0, extra = 0;
+    switch (place_[n]) {
+      case Place::Elem: work = domain; break;
+      case Place::Row:
+        work = kind == OpKind::Reduce ? ctx_.numel[g.node(n).operands[0]] : rows_;
+        break;
+      case Place::Partial:
+        work = ctx_.numel[n];
+        extra = std::max<int64_t>(0, domain - ctx_.numel[n]);
+        break;
+      case Place::Global: work = ctx_.numel[g.node(n).operands[0]]; break;
+    }
+    switch (kind) {
+      case OpKind::Cheap:
+      case OpKind::Reduce:
+      case OpKind::BroadcastTo:
+      case OpKind::Source:
+      case OpKind::Input:
+        s.cheapOps += work;
+        s.recomputeCheapOps += extra;
+        break;
+      case OpKind::Expensive:
+        s.expensiveOps += work;
+        s.recomputeExpensiveOps += extra;
+        break;
+      case OpKind::Composite:
+        // Opaque: about a dozen cheap and two expensive ops per element.
+        s.cheapOps += 12 * work;
+        s.expensiveOps += 2 * work;
+        break;
+      case OpKind::Reshape:
+      case OpKind::DataMovement: break;  // index arithmetic only
+    }
+  }
+
+  const Mapping& m = k.mapping;
+  s.blocks = m.blocks;
+  s.threadsPerBlock = m.threadsPerBlock;
+  int base = 16 + 2 * static_cast<int>(std::min<size_t>(k.nodes.size(), 64));
+  s.registersPerThread = base;
+  int reductions = 0;
+  for (int n : k.nodes) reductions += ctx_.kinds[n] == OpKind::Reduce;
+  if (m.kind != MappingKind::Loop && ctx_.hw.isGpu) {
+    int64_t lanesPerRow = m.width == RowWidth::Warp ? ctx_.hw.warpSize
+                          : m.kind == MappingKind::RowReduce ? m.threadsPerBlock
+                                                             : 8;
+    if (m.width == RowWidth::MultiBlock)
+      lanesPerRow = static_cast<int64_t>(m.threadsPerBlock) * std::max<int64_t>(1, m.blocks / std::max<int64_t>(rows_, 1));
+    int64_t perThread = ceilDiv(rowLength_, std::max<int64_t>(lanesPerRow, 1));
+    int64_t liveRegs = perThread * live;
+    int64_t rowsPerBlock = m.width == RowWidth::Warp ? m.threadsPerBlock / ctx_.hw.warpSize : 1;
+    if (liveRegs <= 64) {
+      s.registersPerThread = base + static_cast<int>(liveRegs);
+    } else {
+      // Too many to keep in registers: hold them in shared memory, else read them again.
+      int64_t smem = rowsPerBlock * rowLength_ * 4 * live;
+      if (m.kind != MappingKind::RowReduce) smem = m.threadsPerBlock * perThread * 4 * live;
+      if (smem + 4096 <= ctx_.hw.sharedMemoryPerBlock) {
+        s.sharedMemoryPerBlock += smem;
+        s.blockSyncs += 1;
+      } else {
+        s.bytesRead += live * domain * 4;
+      }
+    }
+    // Partial results of each reduction combined across warps in shared memory.
+    if (m.width == RowWidth::Block || m.width == RowWidth::MultiBlock) {
+      s.sharedMemoryPerBlock += static_cast<int64_t>(reductions) * 32 * 8;
+      s.blockSyncs += 2 * reductions;
+    }
+  }
+  // One grid barrier per globally communicated producer, not per edge.
+  std::vector<int> globalProducers;
+  for (const Edge& e : k.edges)
+    if (e.scheme == Scheme::Global) globalProducers.push_back(e.producer);
+  std::sort(globalProducers.begin(), globalProducers.end());
+  globalProducers.erase(std::unique(globalProducers.begin(), globalProducers.end()),
+                        globalProducers.end());
+  s.gridSyncs = static_cast<int>(globalProducers.size());
+}
+
+bool Analyzer::run(Kernel& k) {
+  if (ctx_.mode == Mode::Off && nodes_.size() > 1)
+    return fail("fusion is off (STITCH_FUSION=off): one kernel per op");
+  chooseDomain();
+  if (!placeNodes()) return false;
+  int reductions = 0;
+  for (int n : nodes_) reductions += ctx_.kinds[n] == OpKind::Reduce;
+  if (ctx_.mode == Mode::Basic && reductions > 1)
+    return fail("basic mode allows one reduction per kernel");
+
+  k.nodes = nodes_;
+  k.dominant = dominant_;
+  layOut(k);
+  // Edges and their schemes.
+  const ir::Graph& g = ctx_.graph;
+  for (int c : nodes_) {
+    for (int p : g.node(c).operands) {
+      if (!in(p)) continue;
+      if (std::any_of(k.edges.begin(), k.edges.end(),
+                      [&](const Edge& e) { return e.producer == p && e.consumer == c; }))
+        continue;
+      Edge e{p, c, Scheme::Local, false};
+      if (ctx_.kinds[p] == OpKind::Reduce) {
+        if (ctx_.mode == Mode::Basic)
+          return fail(fmt::format("basic mode: the consumers of reduction {} start a new kernel",
+                                  name(p)));
+        e.scheme = place_[p] == Place::Global ? Scheme::Global : communicationScheme(k.mapping);
+      } else if (place_[p] == Place::Partial) {
+        e.recompute = true;
+      }
+      k.edges.push_back(e);
+    }
+  }
+  // Inputs and outputs of the kernel.
+  for (int n : nodes_)
+    for (int o : g.node(n).operands)
+      if (!in(o) && ctx_.kinds[o] != OpKind::Source &&
+          std::find(k.inputs.begin(), k.inputs.end(), o) == k.inputs.end())
+        k.inputs.push_back(o);
+  for (int n : nodes_) {
+    bool escapes = ctx_.isOutput[n];
+    for (int c : ctx_.consumers[n]) escapes = escapes || !in(c);
+    if (!escapes) continue;
+    if (place_[n] == Place::Partial)
+      return fail(fmt::format("{} ({}) is smaller than the kernel's domain {} and varies along "
+                              "its reduced axes: no thread owns its store",
+                              name(n), shapeText(ctx_.shapes[n]), shapeText(domain_)));
+    k.outputs.push_back(n);
+  }
+  countWork(k);
+  k.cost = estimateKernel(k.summary, ctx_.hw);
+  if (!k.cost.feasible) return fail(k.cost.infeasibleReason);
+  return true;
+}
+
+// Splits nodes into parts connected by producer->consumer edges inside the set.
+std::vector<std::vector<int>> connectedParts(const PlanContext& ctx, const std::vector<int>& nodes) {
+  std::unordered_map<int, int> parent;
+  for (int n : nodes) parent[n] = n;
+  auto find = [&](int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (int n : nodes)
+    for (int o : ctx.graph.node(n).operands)
+      if (parent.count(o)) parent[find(o)] = find(n);
+  std::unordered_map<int, std::vector<int>> parts;
+  for (int n : nodes) parts[find(n)].push_back(n);
+  std::vector<std::vector<int>> out;
+  for (auto& [root, part] : parts) out.push_back(std::move(part));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  return out;
+}
+
+// Packs independent kernels side by side in one launch: block ranges, one launch overhead.
+Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
+  Kernel k;
+  size_t biggest = 0;
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].mapping.domain > parts[biggest].mapping.domain) biggest = i;
+  k.dominant = parts[biggest].dominant;
+  k.mapping = parts[biggest].mapping;
+  k.horizontalParts = static_cast<int>(parts.size());
+  KernelSummary& s = k.summary;
+  s.blocks = 0;
+  s.threadsPerBlock = 0;
+  s.registersPerThread = 0;
+  for (const Kernel& p : parts) {
+    k.nodes.insert(k.nodes.end(), p.nodes.begin(), p.nodes.end());
+    k.edges.insert(k.edges.end(), p.edges.begin(), p.edges.end());
+    for (int i : p.inputs)
+      if (std::find(k.inputs.begin(), k.inputs.end(), i) == k.inputs.end()) k.inputs.push_back(i);
+    k.outputs.insert(k.outputs.end(), p.outputs.begin(), p.outputs.end());
+    const KernelSummary& q = p.summary;
+    s.bytesRead += q.bytesRead;
+    s.bytesWritten += q.bytesWritten;
+    s.cheapOps += q.cheapOps;
+    s.expensiveOps += q.expensiveOps;
+    s.recomputeCheapOps += q.recomputeCheapOps;
+    s.recomputeExpensiveOps += q.recomputeExpensiveOps;
+    s.blocks += q.blocks;
+    s.threadsPerBlock = std::max(s.threadsPerBlock, q.threadsPerBlock);
+    s.sharedMemoryPerBlock = std::max(s.sharedMemoryPerBlock, q.sharedMemoryPerBlock);
+    s.registersPerThread = std::max(s.registersPerThread, q.registersPerThread);
+    s.blockSyncs = std::max(s.blockSyncs, q.blockSyncs);
+    s.gridSyncs += q.gridSyncs;
+  }
+  std::sort(k.nodes.begin(), k.nodes.end());
+  k.mapping.blocks = s.blocks;
+  k.cost = estimateKernel(s, ctx.hw);
+  return k;
+}
+
+}  // namespace
+
+GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  STITCH_INTERNAL(!nodes.empty(), "empty kernel");
+  GroupResult r;
+  Analyzer whole(ctx, nodes);
+  if (whole.run(r.kernel)) {
+    r.valid = true;
+    return r;
+  }
+  r.reason = whole.reason();
+  if (ctx.mode == Mode::Off) return r;
+  std::vector<std::vector<int>> parts = connectedParts(ctx, nodes);
+  if (parts.size() < 2) return r;
+  // Independent parts: a horizontal kernel if each part is a kernel on its own.
+  std::vector<Kernel> kernels;
+  for (const std::vector<int>& part : parts) {
+    Kernel k;
+    Analyzer a(ctx, part);
+    if (!a.run(k)) {
+      r.reason = a.reason();
+      return r;
+    }
+    kernels.push_back(std::move(k));
+  }
+  r.kernel = packHorizontally(ctx, std::move(kernels));
+  if (!r.kernel.cost.feasible) {
+    r.reason = r.kernel.cost.infeasibleReason;
+    return r;
+  }
+  r.valid = true;
+  r.reason.clear();
+  return r;
+}
+
+}  // namespace stitch::fusion

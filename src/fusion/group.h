@@ -1,0 +1,60 @@
+// Group analysis: can a set of ops run as one kernel, and how?
+//
+// This is the planner's single oracle (nvFuser's canSchedule + computeHeuristics in one). Given
+// the ops of a candidate kernel it picks the dominant op (the reduction with the largest input,
+// else the largest op), takes its iteration space as the kernel's domain, and places every op
+// in it:
+//   elem     the value has the domain's shape (or a row-major reshape of it): one per element;
+//   row      constant along the reduced axes: one per row, broadcast to the row's threads;
+//   partial  a broadcast operand computed in the kernel (varies along some reduced axes but not
+//            per element): each consumer thread recomputes it (local scheme, recompute);
+//   global   a second-level reduction of row values to a scalar (grid barrier).
+// Reductions must match the dominant's domain and axes (or be second-level). Data-moving layout
+// ops (transpose, slice, concat) must read values from global memory: staging an in-kernel value
+// through a shared-memory tile is not formed by this planner. A set whose ops split into
+// independent parts is packed horizontally when every part is a valid kernel on its own.
+// The result carries the mapping, the scheme of every internal edge, the traffic and work
+// (KernelSummary) and its cost; or the reason it cannot be one kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusion/hardware.h"
+#include "fusion/op_class.h"
+#include "fusion/plan.h"
+#include "ir/graph.h"
+#include "ir/shape.h"
+
+namespace stitch::fusion {
+
+// What the analysis needs to know about a graph, computed once per plan.
+class PlanContext {
+ public:
+  PlanContext(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
+              Mode mode);
+
+  const ir::Graph& graph;
+  const HardwareProfile& hw;
+  Mode mode;
+  std::vector<std::vector<int64_t>> shapes;  // concrete, per node
+  std::vector<int64_t> numel;
+  std::vector<int64_t> bytes;                // numel * dtype size
+  std::vector<OpKind> kinds;
+  std::vector<std::vector<int>> consumers;   // op consumers, per node
+  std::vector<bool> isOutput;
+  // Nodes that need a kernel: ops, plus sources that are graph outputs.
+  std::vector<int> planned;
+  bool needsKernel(int node) const;
+};
+
+struct GroupResult {
+  bool valid = false;
+  std::string reason;  // when !valid
+  Kernel kernel;       // when valid
+};
+
+// Analyzes the kernel made of `nodes` (ids of nodes needing kernels, any order).
+GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes);
+
+}  // namespace stitch::fusion

@@ -1,0 +1,462 @@
+// The plan search (see planner.h). A partition of the planned nodes into groups is scored by the
+// sum of the groups' kernel costs (group.h); merges must keep the group graph acyclic.
+#include "fusion/planner.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "fusion/group.h"
+#include "support/env.h"
+#include "support/error.h"
+
+namespace stitch::fusion {
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kModes = {"stitch", "basic", "off"};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// A merge must gain at least this much (s) to count, so float noise never drives the search.
+constexpr double kMinGain = 1e-12;
+// Groups larger than this are not grown further: register pressure and compile time both grow
+// with kernel size, and it keeps the greedy search near-linear on huge graphs.
+constexpr size_t kMaxGroupNodes = 256;
+// Siblings of one shared input considered for horizontal packing, per input.
+constexpr size_t kSiblingWindow = 4;
+
+// Caches group analyses by node set; the searches evaluate the same sets many times.
+class Analyses {
+ public:
+  explicit Analyses(const PlanContext& ctx) : ctx_(ctx) {}
+  const GroupResult& get(const std::vector<int>& sortedNodes) {
+    auto it = cache_.find(sortedNodes);
+    if (it != cache_.end()) return it->second;
+    return cache_.emplace(sortedNodes, analyzeGroup(ctx_, sortedNodes)).first->second;
+  }
+  double cost(const std::vector<int>& sortedNodes) {
+    const GroupResult& r = get(sortedNodes);
+    return r.valid ? r.kernel.cost.time : kInf;
+  }
+
+ private:
+  const PlanContext& ctx_;
+  std::map<std::vector<int>, GroupResult> cache_;
+};
+
+std::vector<int> unite(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  out.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// A partition of the planned nodes: group id per node (-1 for nodes without a kernel).
+struct Partition {
+  std::vector<int> groupOf;              // per graph node
+  std::vector<std::vector<int>> groups;  // sorted node lists; empty = merged away
+  std::vector<double> costs;
+  double total = 0;
+};
+
+Partition singletons(const PlanContext& ctx, Analyses& analyses) {
+  Partition p;
+  p.groupOf.assign(ctx.graph.nodes().size(), -1);
+  for (int n : ctx.planned) {
+    p.groupOf[n] = static_cast<int>(p.groups.size());
+    p.groups.push_back({n});
+    p.costs.push_back(analyses.cost({n}));
+    p.total += p.costs.back();
+  }
+  return p;
+}
+
+// Groups that consume a value of group g (other than g).
+std::vector<int> successors(const PlanContext& ctx, const Partition& p, int g) {
+  std::vector<int> out;
+  for (int n : p.groups[g])
+    for (int c : ctx.consumers[n]) {
+      int h = p.groupOf[c];
+      if (h >= 0 && h != g && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+    }
+  return out;
+}
+
+// Whether some path leads from group `from` to group `to` through a third group. Node ids are
+// topological, so a path to `to` never passes a group whose first node is after `to`'s last.
+bool pathThroughOther(const PlanContext& ctx, const Partition& p, int from, int to) {
+  int limit = p.groups[to].back();
+  std::vector<int> stack;
+  std::set<int> seen;
+  for (int s : successors(ctx, p, from))
+    if (s != to && p.groups[s].front() < limit && seen.insert(s).second) stack.push_back(s);
+  while (!stack.empty()) {
+    int g = stack.back();
+    stack.pop_back();
+    for (int s : successors(ctx, p, g)) {
+      if (s == to) return true;
+      if (s != from && p.groups[s].front() < limit && seen.insert(s).second) stack.push_back(s);
+    }
+  }
+  return false;
+}
+
+bool mergeIsAcyclic(const PlanContext& ctx, const Partition& p, int a, int b) {
+  return !pathThroughOther(ctx, p, a, b) && !pathThroughOther(ctx, p, b, a);
+}
+
+void applyMerge(Partition& p, int a, int b, double cost) {
+  if (p.groups[a].size() < p.groups[b].size()) std::swap(a, b);
+  for (int n : p.groups[b]) p.groupOf[n] = a;
+  p.groups[a] = unite(p.groups[a], p.groups[b]);
+  p.groups[b].clear();
+  p.total += cost - p.costs[a] - p.costs[b];
+  p.costs[a] = cost;
+  p.costs[b] = 0;
+}
+
+// Candidate partners of group g: groups it exchanges values with, and groups reading the same
+// input (horizontal packing). `allPairs` adds every other group (small graphs).
+std::vector<int> partners(const PlanContext& ctx, const Partition& p, int g, bool allPairs) {
+  std::set<int> out;
+  if (allPairs) {
+    for (size_t h = 0; h < p.groups.size(); ++h)
+      if (static_cast<int>(h) != g && !p.groups[h].empty()) out.insert(static_cast<int>(h));
+    return {out.begin(), out.end()};
+  }
+  for (int n : p.groups[g]) {
+    for (int o : ctx.graph.node(n).operands) {
+      int h = p.groupOf[o];
+      if (h >= 0 && h != g) out.insert(h);
+      // Siblings: the few consumers of the same value nearest to n.
+      const std::vector<int>& cs = ctx.consumers[o];
+      auto pos = std::find(cs.begin(), cs.end(), n) - cs.begin();
+      for (long k = std::max<long>(0, pos - static_cast<long>(kSiblingWindow));
+           k < std::min<long>(static_cast<long>(cs.size()), pos + static_cast<long>(kSiblingWindow) + 1); ++k) {
+        int s = p.groupOf[cs[k]];
+        if (s >= 0 && s != g) out.insert(s);
+      }
+    }
+    for (int c : ctx.consumers[n]) {
+      int h = p.groupOf[c];
+      if (h >= 0 && h != g) out.insert(h);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+struct Candidate {
+  double gain;
+  int a, b;
+  int versionA, versionB;
+  bool operator<(const Candidate& o) const { return gain < o.gain; }
+};
+
+// Greedy: repeatedly apply the merge with the largest gain.
+Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool allPairs) {
+  std::vector<int> version(p.groups.size(), 0);
+  std::priority_queue<Candidate> queue;
+  auto consider = [&](int a) {
+    for (int b : partners(ctx, p, a, allPairs)) {
+      if (p.groups[a].size() + p.groups[b].size() > kMaxGroupNodes) continue;
+      double c = analyses.cost(unite(p.groups[a], p.groups[b]));
+      double gain = p.costs[a] + p.costs[b] - c;
+      if (gain > kMinGain) queue.push({gain, a, b, version[a], version[b]});
+    }
+  };
+  for (size_t g = 0; g < p.groups.size(); ++g) consider(static_cast<int>(g));
+  while (!queue.empty()) {
+    Candidate c = queue.top();
+    queue.pop();
+    if (p.groups[c.a].empty() || p.groups[c.b].empty() || version[c.a] != c.versionA ||
+        version[c.b] != c.versionB)
+      continue;
+    if (!mergeIsAcyclic(ctx, p, c.a, c.b)) continue;
+    std::vector<int> merged = unite(p.groups[c.a], p.groups[c.b]);
+    applyMerge(p, c.a, c.b, analyses.cost(merged));
+    int kept = p.groups[c.a].empty() ? c.b : c.a;
+    int gone = kept == c.a ? c.b : c.a;
+    ++version[kept];
+    ++version[gone];
+    consider(kept);
+  }
+  return p;
+}
+
+// Beam search over merge sequences, seeded with the greedy result and the singletons. Unlike
+// greedy it also follows merges that cost something now, when they open a better merge later.
+Partition beam(const PlanContext& ctx, Analyses& analyses, const Partition& start,
+               const Partition& greedyResult, int width) {
+  Partition best = greedyResult.total <= start.total ? greedyResult : start;
+  std::vector<Partition> frontier = {start, greedyResult};
+  std::set<std::vector<int>> seen;
+  auto key = [](const Partition& p) {
+    // Canonical: each node's group named by the group's first node.
+    std::vector<int> k(p.groupOf.size(), -1);
+    for (size_t n = 0; n < p.groupOf.size(); ++n)
+      if (p.groupOf[n] >= 0) k[n] = p.groups[p.groupOf[n]].front();
+    return k;
+  };
+  for (const Partition& p : frontier) seen.insert(key(p));
+  constexpr int kSuccessorsPerState = 8;
+  int stale = 0;
+  while (!frontier.empty() && stale < 3) {
+    std::vector<Partition> next;
+    for (const Partition& p : frontier) {
+      std::vector<std::pair<double, std::pair<int, int>>> moves;
+      for (size_t a = 0; a < p.groups.size(); ++a) {
+        if (p.groups[a].empty()) continue;
+        for (int b : partners(ctx, p, static_cast<int>(a), true)) {
+          if (b <= static_cast<int>(a)) continue;
+          double c = analyses.cost(unite(p.groups[a], p.groups[b]));
+          if (c == kInf) continue;
+          moves.push_back({c - p.costs[a] - p.costs[b], {static_cast<int>(a), b}});
+        }
+      }
+      std::sort(moves.begin(), moves.end());
+      int taken = 0;
+      for (const auto& [delta, ab] : moves) {
+        if (taken >= kSuccessorsPerState) break;
+        if (!mergeIsAcyclic(ctx, p, ab.first, ab.second)) continue;
+        Partition q = p;
+        applyMerge(q, ab.first, ab.second, analyses.cost(unite(p.groups[ab.first], p.groups[ab.second])));
+        if (!seen.insert(key(q)).second) continue;
+        ++taken;
+        next.push_back(std::move(q));
+      }
+    }
+    std::sort(next.begin(), next.end(),
+              [](const Partition& x, const Partition& y) { return x.total < y.total; });
+    if (next.size() > static_cast<size_t>(width)) next.resize(width);
+    bool improved = !next.empty() && next.front().total < best.total - kMinGain;
+    if (improved) {
+      best = next.front();
+      stale = 0;
+    } else {
+      ++stale;
+    }
+    frontier = std::move(next);
+  }
+  return best;
+}
+
+// Exhaustive: every partition into valid groups, best first by branch and bound.
+Partition exhaustive(const PlanContext& ctx, Analyses& analyses, const Partition& start) {
+  const std::vector<int>& nodes = ctx.planned;
+  int n = static_cast<int>(nodes.size());
+  STITCH_CHECK(n <= 16, ErrorCode::InvalidArgument,
+               "exhaustive search is for graphs of at most 16 planned ops, not {}", n);
+  uint32_t all = n == 32 ? ~0u : (1u << n) - 1;
+  std::vector<double> cost(static_cast<size_t>(all) + 1, kInf);
+  for (uint32_t s = 1; s <= all; ++s) {
+    std::vector<int> members;
+    for (int i = 0; i < n; ++i)
+      if (s >> i & 1) members.push_back(nodes[i]);
+    cost[s] = analyses.cost(members);
+  }
+  // Dependencies between planned nodes (through unplanned sources they are irrelevant: those
+  // are computed in place).
+  std::vector<uint32_t> succ(n, 0);
+  std::unordered_map<int, int> index;
+  for (int i = 0; i < n; ++i) index[nodes[i]] = i;
+  for (int i = 0; i < n; ++i)
+    for (int c : ctx.consumers[nodes[i]])
+      if (auto it = index.find(c); it != index.end()) succ[i] |= 1u << it->second;
+
+  auto acyclic = [&](const std::vector<uint32_t>& blocks) {
+    size_t k = blocks.size();
+    std::vector<uint32_t> out(k, 0);  // block successors, as block bitmasks
+    for (size_t a = 0; a < k; ++a) {
+      uint32_t reach = 0;
+      for (int i = 0; i < n; ++i)
+        if (blocks[a] >> i & 1) reach |= succ[i];
+      for (size_t b = 0; b < k; ++b)
+        if (b != a && (reach & blocks[b])) out[a] |= 1u << b;
+    }
+    // Kahn on at most 16 blocks.
+    std::vector<int> indeg(k, 0);
+    for (size_t a = 0; a < k; ++a)
+      for (size_t b = 0; b < k; ++b)
+        if (out[a] >> b & 1) ++indeg[b];
+    std::vector<size_t> ready;
+    for (size_t a = 0; a < k; ++a)
+      if (indeg[a] == 0) ready.push_back(a);
+    size_t done = 0;
+    while (!ready.empty()) {
+      size_t a = ready.back();
+      ready.pop_back();
+      ++done;
+      for (size_t b = 0; b < k; ++b)
+        if ((out[a] >> b & 1) && --indeg[b] == 0) ready.push_back(b);
+    }
+    return done == k;
+  };
+
+  double bestCost = start.total;
+  std::vector<uint32_t> bestBlocks, blocks;
+  bool found = false;
+  std::function<void(uint32_t, double)> search = [&](uint32_t rest, double sofar) {
+    if (rest == 0) {
+      if (sofar < bestCost - kMinGain || !found) {
+        if (!acyclic(blocks)) return;
+        if (sofar < bestCost - kMinGain || (!found && sofar <= bestCost + kMinGain)) {
+          bestCost = sofar;
+          bestBlocks = blocks;
+          found = true;
+        }
+      }
+      return;
+    }
+    int low = __builtin_ctz(rest);
+    uint32_t others = rest & ~(1u << low);
+    // Every subset of `others`, joined with the lowest remaining node.
+    for (uint32_t sub = others;; sub = (sub - 1) & others) {
+      uint32_t block = sub | (1u << low);
+      double c = cost[block];
+      if (c != kInf && sofar + c < bestCost + kMinGain) {
+        blocks.push_back(block);
+        search(rest & ~block, sofar + c);
+        blocks.pop_back();
+      }
+      if (sub == 0) break;
+    }
+  };
+  search(all, 0.0);
+  if (!found) return start;
+  Partition p;
+  p.groupOf.assign(ctx.graph.nodes().size(), -1);
+  for (uint32_t b : bestBlocks) {
+    std::vector<int> members;
+    for (int i = 0; i < n; ++i)
+      if (b >> i & 1) members.push_back(nodes[i]);
+    for (int m : members) p.groupOf[m] = static_cast<int>(p.groups.size());
+    p.costs.push_back(cost[b]);
+    p.total += cost[b];
+    p.groups.push_back(std::move(members));
+  }
+  return p;
+}
+
+// Orders the groups so every kernel comes after the kernels it reads from.
+std::vector<int> kernelOrder(const PlanContext& ctx, const Partition& p) {
+  std::vector<int> live;
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    if (!p.groups[g].empty()) live.push_back(static_cast<int>(g));
+  std::unordered_map<int, int> indeg;
+  for (int g : live) indeg[g] = 0;
+  for (int g : live)
+    for (int s : successors(ctx, p, g)) ++indeg[s];
+  // Among ready kernels, the one whose first node comes first: plans read in graph order.
+  auto later = [&](int a, int b) { return p.groups[a].front() > p.groups[b].front(); };
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  for (int g : live)
+    if (indeg[g] == 0) ready.push(g);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int g = ready.top();
+    ready.pop();
+    order.push_back(g);
+    for (int s : successors(ctx, p, g))
+      if (--indeg[s] == 0) ready.push(s);
+  }
+  STITCH_INTERNAL(order.size() == live.size(), "the kernel graph has a cycle");
+  return order;
+}
+
+std::string formatMicros(double s) { return fmt::format("{:.2f} us", s * 1e6); }
+
+// Why the edge producer->consumer crosses kernels.
+std::string cutReason(const PlanContext& ctx, Analyses& analyses, const Partition& p, int a,
+                      int b) {
+  if (ctx.mode == Mode::Off) return "fusion is off (STITCH_FUSION=off): one kernel per op";
+  std::vector<int> merged = unite(p.groups[a], p.groups[b]);
+  const GroupResult& r = analyses.get(merged);
+  if (!r.valid) return r.reason;
+  if (!mergeIsAcyclic(ctx, p, a, b))
+    return "fusing would create a cycle: a path between them runs through another kernel";
+  double apart = p.costs[a] + p.costs[b];
+  double together = r.kernel.cost.time;
+  if (together >= apart)
+    return fmt::format("fusing does not pay: {} fused vs {} apart", formatMicros(together),
+                       formatMicros(apart));
+  return fmt::format("the search kept them apart (fusing alone would save {})",
+                     formatMicros(apart - together));
+}
+
+}  // namespace
+
+std::string_view modeName(Mode m) {
+  switch (m) {
+    case Mode::Stitch: return "stitch";
+    case Mode::Basic: return "basic";
+    case Mode::Off: return "off";
+  }
+  return "?";
+}
+
+Mode parseMode(std::string_view name) {
+  if (name == "stitch") return Mode::Stitch;
+  if (name == "basic") return Mode::Basic;
+  if (name == "off") return Mode::Off;
+  throwError(ErrorCode::InvalidArgument,
+             fmt::format("unknown fusion mode '{}'; valid modes: {}", name,
+                         env::joinChoices(kModes)));
+}
+
+Mode modeFromEnv() {
+  auto v = env::getChoice("STITCH_FUSION", kModes);
+  return v ? parseMode(*v) : Mode::Stitch;
+}
+
+Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
+               const PlannerOptions& options) {
+  PlanContext ctx(g, bindings, hw, options.mode);
+  Analyses analyses(ctx);
+  Partition start = singletons(ctx, analyses);
+  Partition best = start;
+  if (options.mode != Mode::Off && !ctx.planned.empty()) {
+    bool small = static_cast<int>(ctx.planned.size()) <= options.beamMaxOps;
+    switch (options.search) {
+      case Search::Greedy: best = greedy(ctx, analyses, start, small); break;
+      case Search::Beam: {
+        Partition gr = greedy(ctx, analyses, start, small);
+        best = small ? beam(ctx, analyses, start, gr, options.beamWidth) : gr;
+        break;
+      }
+      case Search::Exhaustive: best = exhaustive(ctx, analyses, start); break;
+    }
+  }
+
+  Plan plan;
+  plan.mode = options.mode;
+  plan.target = hw.name;
+  for (int gi : kernelOrder(ctx, best)) {
+    const GroupResult& r = analyses.get(best.groups[gi]);
+    STITCH_INTERNAL(r.valid, "planned an invalid kernel: {}", r.reason);
+    plan.kernels.push_back(r.kernel);
+    plan.time += r.kernel.cost.time;
+    plan.bytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
+  }
+  for (int n : ctx.planned) {
+    const GroupResult& r = analyses.get({n});
+    ++plan.unfusedKernels;
+    plan.unfusedTime += r.kernel.cost.time;
+    plan.unfusedBytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
+  }
+  for (int c : ctx.planned)
+    for (int o : g.node(c).operands) {
+      int a = best.groupOf[o], b = best.groupOf[c];
+      if (a < 0 || a == b) continue;
+      if (std::any_of(plan.cuts.begin(), plan.cuts.end(),
+                      [&](const CutEdge& e) { return e.producer == o && e.consumer == c; }))
+        continue;
+      plan.cuts.push_back({o, c, cutReason(ctx, analyses, best, a, b)});
+    }
+  return plan;
+}
+
+}  // namespace stitch::fusion
