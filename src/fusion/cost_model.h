@@ -2,24 +2,44 @@
 //
 // It is a pure function of a KernelSummary (what the kernel does, as the planner's group
 // analysis measured it) and a HardwareProfile; it knows nothing of graphs. The formula, in
-// seconds (all terms documented in cost_model.cpp where they are computed):
+// seconds (the constants are documented in cost_model.cpp where they are used):
 //
-//   time = launch
-//        + max(memory, compute) / efficiency
-//        + syncs
+//   time       = launch + max(memory, compute) + sync
 //
-//   memory     = (bytesRead + bytesWritten) / bandwidth + memoryLatency
-//   compute    = (cheapOps + recomputeCheapOps) / flops
-//              + (expensiveOps + recomputeExpensiveOps) / expensiveFlops
-//   efficiency = how much of the machine the kernel keeps busy: the fraction of the processors'
-//                resident-thread capacity that its threads fill, after occupancy limits from
-//                registers and shared memory, raised to a saturation curve (a streaming kernel
-//                needs only part of full occupancy to saturate bandwidth), in (0, 1]
-//   syncs      = blockSyncs * blockSyncTime * waves + gridSyncs * gridSyncTime
+//   launch     = launchOverhead
+//   memory     = (bytesRead + bytesWritten + spillBytes) / (memoryBandwidth * efficiency)
+//              + memoryLatency
+//   compute    = ( (cheapOps + recomputeCheapOps) / flops
+//                + (expensiveOps + recomputeExpensiveOps) / expensiveFlops ) / efficiency
+//   sync       = blockSyncs * blockSyncTime * waves + gridSyncs * gridSyncTime
 //
-// Register pressure beyond maxRegistersPerThread spills to local memory and is charged as extra
-// traffic. A kernel needing more shared memory per block than the hardware has, or a grid
-// barrier with more blocks than can be resident at once, is infeasible (time = +inf).
+// Occupancy, per processor (SM, CU, core); names from the summary are the kernel's, the others
+// the profile's, and a kernel using no shared memory is not limited by it:
+//   regLimit   = min(maxRegistersPerThread, registersPerProcessor / threadsPerBlock)
+//                (a block must fit on one processor, so the compiler caps registers there)
+//   resident   = min(maxBlocksPerProcessor, maxThreadsPerProcessor / threadsPerBlock,
+//                    registersPerProcessor / (min(registersPerThread, regLimit) * threadsPerBlock),
+//                    sharedMemoryPerProcessor / kernel's sharedMemoryPerBlock)  blocks at once
+//   capacity   = processors * resident                                         blocks at once
+//   waves      = ceil(blocks / capacity)
+//   fill       = min(blocks, capacity) * threadsPerBlock / (processors * maxThreadsPerProcessor)
+//   efficiency = GPU:  min(1, fill / 0.3)   a streaming kernel saturates DRAM at ~30% occupancy
+//                host: min(1, fill)         = min(1, blocks / cores): every core must stream
+//                floored at 1e-6; in (0, 1]
+//   spillBytes = max(0, registersPerThread - regLimit) * 4 B * 2 (store + load)
+//              * blocks * threadsPerBlock
+//
+// Efficiency scales the throughput terms only: the memory latency is one dependent round trip
+// and does not shrink with more threads (dividing it too would price a one-block kernel at
+// hundreds of microseconds). So a kernel that keeps few threads busy (a column reduction over a
+// tall-thin tensor mapped to a handful of blocks) pays for it in proportion to the bytes it
+// moves, and fusing work into such a kernel can lose to keeping it apart.
+//
+// A kernel is infeasible (feasible = false, time = +inf, infeasibleReason says why) when it
+// needs more threads or shared memory per block than the hardware allows, or has a grid barrier
+// with more blocks than can be resident at once (cooperative launch). The parts computed before
+// the check failed are filled in; the rest stay zero. A summary with no blocks, no threads or
+// negative counts is a bug in the caller and throws an internal error.
 #pragma once
 
 #include <cstdint>
@@ -49,10 +69,10 @@ struct KernelSummary {
 };
 
 struct KernelCost {
-  double time = 0;        // s, the total
+  double time = 0;        // s, the total: launch + max(memory, compute) + sync
   double launch = 0;      // s
-  double memory = 0;      // s
-  double compute = 0;     // s
+  double memory = 0;      // s, at this kernel's efficiency, latency and spills included
+  double compute = 0;     // s, at this kernel's efficiency, recomputation included
   double sync = 0;        // s
   double efficiency = 1;  // (0, 1]
   bool feasible = true;

@@ -5,8 +5,13 @@
 // and arithmetic throughput. The built-in profiles are datasheet figures derated to what
 // memory-bound kernels reach in practice (see hardware.cpp for sources); a backend with a device
 // present may read its own (later issues).
+//
+// The host profile maps the CPU onto the same vocabulary: a processor is a core, a block is one
+// task on one core and a thread is that core's vector unit (so maxThreadsPerBlock is 1 and
+// warpSize the f32 SIMD width); its "shared memory" is the core's private L2.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,10 +31,10 @@ struct HardwareProfile {
   int maxRegistersPerThread;
   int64_t sharedMemoryPerProcessor;  // bytes
   int64_t sharedMemoryPerBlock;      // bytes, the most one block may use
-  double memoryBandwidth;    // bytes/s that a well-formed streaming kernel reaches
+  double memoryBandwidth;    // bytes/s that a well-formed streaming kernel reaches (not peak)
   double memoryLatency;      // s, a dependent DRAM round trip
   double launchOverhead;     // s per kernel launch (host-side + ramp)
-  double flops;              // simple f32 ops/s (add, mul, fma counted as one)
+  double flops;              // simple f32 ops/s (add, mul, fma counted as one: issue rate)
   double expensiveFlops;     // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
   double blockSyncTime;      // s per __syncthreads-style barrier
   double gridSyncTime;       // s per grid-wide barrier (cooperative launch)
