@@ -389,15 +389,6 @@ std::string cutReason(const PlanContext& ctx, Analyses& analyses, const Partitio
 
 }  // namespace
 
-std::string_view modeName(Mode m) {
-  switch (m) {
-    case Mode::Stitch: return "stitch";
-    case Mode::Basic: return "basic";
-    case Mode::Off: return "off";
-  }
-  return "?";
-}
-
 Mode parseMode(std::string_view name) {
   if (name == "stitch") return Mode::Stitch;
   if (name == "basic") return Mode::Basic;
