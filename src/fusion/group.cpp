@@ -33,11 +33,18 @@ PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
         consumers[o].push_back(static_cast<int>(i));
   }
   for (int o : g.outputs()) isOutput[o] = true;
+  // Values no output depends on are not planned (the passes remove them anyway).
+  live.assign(n, false);
+  for (int o : g.outputs()) live[o] = true;
+  for (size_t i = n; i-- > 0;)
+    if (live[i])
+      for (int o : g.nodes()[i].operands) live[o] = true;
   for (size_t i = 0; i < n; ++i)
     if (needsKernel(static_cast<int>(i))) planned.push_back(static_cast<int>(i));
 }
 
 bool PlanContext::needsKernel(int node) const {
+  if (!live[node]) return false;
   OpKind k = kinds[node];
   if (k == OpKind::Input) return false;
   if (k == OpKind::Source) return isOutput[node];  // otherwise computed in place by its users
@@ -483,7 +490,7 @@ bool Analyzer::run(Kernel& k) {
         k.inputs.push_back(o);
   for (int n : nodes_) {
     bool escapes = ctx_.isOutput[n];
-    for (int c : ctx_.consumers[n]) escapes = escapes || !in(c);
+    for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
     if (!escapes) continue;
     if (place_[n] == Place::Partial)
       return fail(fmt::format("{} ({}) is smaller than the kernel's domain {} and varies along "

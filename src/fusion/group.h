@@ -43,7 +43,8 @@ class PlanContext {
   std::vector<OpKind> kinds;
   std::vector<std::vector<int>> consumers;   // op consumers, per node
   std::vector<bool> isOutput;
-  // Nodes that need a kernel: ops, plus sources that are graph outputs.
+  std::vector<bool> live;                    // some graph output depends on it
+  // Nodes that need a kernel: live ops, plus sources that are graph outputs.
   std::vector<int> planned;
   bool needsKernel(int node) const;
 };

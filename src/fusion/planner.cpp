@@ -189,10 +189,12 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
 
 // Beam search over merge sequences, seeded with the greedy result and the singletons. Unlike
 // greedy it also follows merges that cost something now, when they open a better merge later.
-Partition beam(const PlanContext& ctx, Analyses& analyses, const Partition& start,
-               const Partition& greedyResult, int width) {
-  Partition best = greedyResult.total <= start.total ? greedyResult : start;
-  std::vector<Partition> frontier = {start, greedyResult};
+Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds,
+               int width) {
+  Partition best = *std::min_element(seeds.begin(), seeds.end(), [](const auto& x, const auto& y) {
+    return x.total < y.total;
+  });
+  std::vector<Partition> frontier = std::move(seeds);
   std::set<std::vector<int>> seen;
   auto key = [](const Partition& p) {
     // Canonical: each node's group named by the group's first node.
@@ -414,8 +416,22 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
     switch (options.search) {
       case Search::Greedy: best = greedy(ctx, analyses, start, small); break;
       case Search::Beam: {
-        Partition gr = greedy(ctx, analyses, start, small);
-        best = small ? beam(ctx, analyses, start, gr, options.beamWidth) : gr;
+        std::vector<Partition> seeds = {greedy(ctx, analyses, start, small)};
+        if (small) {
+          seeds.push_back(start);
+          // Basic's plan is a stitch plan too; seeding with it keeps stitch from ever losing to
+          // basic where greedy stitching wanders into a worse corner.
+          if (options.mode == Mode::Stitch) {
+            PlanContext basicCtx(g, bindings, hw, Mode::Basic);
+            Analyses basicAnalyses(basicCtx);
+            Partition b = greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), true);
+            b.total = 0;
+            for (size_t i = 0; i < b.groups.size(); ++i)
+              if (!b.groups[i].empty()) b.total += b.costs[i] = analyses.cost(b.groups[i]);
+            seeds.push_back(std::move(b));
+          }
+        }
+        best = small ? beam(ctx, analyses, std::move(seeds), options.beamWidth) : seeds[0];
         break;
       }
       case Search::Exhaustive: best = exhaustive(ctx, analyses, start); break;

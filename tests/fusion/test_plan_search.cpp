@@ -1,0 +1,132 @@
+// The plan search on seeded random graphs: every plan is a valid partition with an acyclic
+// kernel graph, runs on the reference kernel by kernel to the unfused answer, and the default
+// search (greedy + beam) lands within 2% of the exhaustive optimum on at least 95% of graphs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <set>
+
+#include "fusion/group.h"
+#include "fusion/hardware.h"
+#include "fusion/plan_eval.h"
+#include "fusion/planner.h"
+#include "ir/printer.h"
+#include "testing/random_graph.h"
+#include "testing/reference_check.h"
+
+using namespace stitch;
+using namespace stitch::fusion;
+namespace st = stitch::testing;
+
+namespace {
+
+constexpr int kGraphs = 300;
+
+st::RandomGraphOptions primitiveGraphs() {
+  st::RandomGraphOptions o;
+  o.composites = false;  // the planner sees graphs after decomposition
+  o.minOps = 2;
+  o.maxOps = 10;
+  return o;
+}
+
+std::string reproducer(uint64_t seed, const ir::Graph& g) {
+  return "seed " + std::to_string(seed) + ":\n" + ir::printGraph(g);
+}
+
+// Every node needing a kernel is in exactly one kernel, kernels only read values already written,
+// and every edge between kernels has a reason.
+void checkStructure(const ir::Graph& g, const Plan& p, const std::string& repro) {
+  PlanContext ctx(g, {}, *findProfile("sm_90"), p.mode);
+  std::vector<int> owner(g.nodes().size(), -1);
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    for (int n : p.kernels[k].nodes) {
+      ASSERT_EQ(owner[n], -1) << "node in two kernels\n" << repro;
+      owner[n] = static_cast<int>(k);
+    }
+  for (int n : ctx.planned) ASSERT_GE(owner[n], 0) << g.node(n).name << " unplanned\n" << repro;
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    for (int i : p.kernels[k].inputs)
+      if (owner[i] >= 0) {
+        ASSERT_LT(owner[i], static_cast<int>(k)) << "kernel order\n" << repro;
+      }
+  for (const CutEdge& c : p.cuts) EXPECT_FALSE(c.reason.empty()) << repro;
+}
+
+TEST(PlanSearch, BeamIsNearTheExhaustiveOptimum) {
+  const HardwareProfile hw = *findProfile("sm_90");
+  int compared = 0, within = 0, optimal = 0;
+  double worst = 0;
+  uint64_t worstSeed = 0;
+  for (uint64_t seed = 1; compared < kGraphs; ++seed) {
+    ir::Graph g = st::randomGraph(seed, primitiveGraphs());
+    ir::Bindings b = st::randomBindings(g, seed);
+    PlannerOptions exact;
+    exact.search = Search::Exhaustive;
+    PlanContext ctx(g, b, hw, Mode::Stitch);
+    if (ctx.planned.size() > 12) continue;
+    Plan best = planGraph(g, b, hw, exact);
+    Plan found = planGraph(g, b, hw, {});
+    ASSERT_GE(found.time, best.time * (1 - 1e-9)) << reproducer(seed, g);
+    double gap = found.time / best.time - 1;
+    ++compared;
+    within += gap <= 0.02;
+    optimal += gap <= 1e-9;
+    if (gap > worst) worst = gap, worstSeed = seed;
+  }
+  double share = static_cast<double>(within) / compared;
+  std::cout << "plan search: " << within << " of " << compared << " random graphs ("
+            << share * 100 << "%) within 2% of the exhaustive optimum, " << optimal
+            << " optimal; worst gap " << worst * 100 << "% (seed " << worstSeed << ")\n";
+  EXPECT_GE(share, 0.95);
+}
+
+TEST(PlanSearch, PlansRunKernelByKernelToTheUnfusedAnswer) {
+  const HardwareProfile hw = *findProfile("sm_90");
+  for (uint64_t seed = 1; seed <= kGraphs; ++seed) {
+    ir::Graph g = st::randomGraph(seed, primitiveGraphs());
+    ir::Bindings b = st::randomBindings(g, seed);
+    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, seed);
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<reference::TensorView> views;
+    for (const auto& t : inputs) {
+      bufs.emplace_back(static_cast<size_t>(t.numel() * ir::dtypeBytes(t.dtype)));
+      reference::encode(t, {t.dtype, t.shape, bufs.back().data()});
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      views.push_back({inputs[i].dtype, inputs[i].shape, bufs[i].data()});
+    std::vector<reference::HostTensor> want = st::evaluateReference(g, inputs);
+    for (Mode mode : {Mode::Stitch, Mode::Basic, Mode::Off}) {
+      PlannerOptions o;
+      o.mode = mode;
+      Plan p = planGraph(g, b, hw, o);
+      std::string repro = reproducer(seed, g) + "mode " + std::string(modeName(mode));
+      checkStructure(g, p, repro);
+      if (mode == Mode::Off) {
+        EXPECT_EQ(p.kernels.size(), static_cast<size_t>(p.unfusedKernels));
+      }
+      std::vector<reference::HostTensor> got = evaluatePlan(g, p, views);
+      std::string diff = st::compareOutputs(want, got, 0.0);
+      ASSERT_EQ(diff, "") << repro;
+    }
+  }
+}
+
+TEST(PlanSearch, StitchNeverCostsMoreThanBasicOrOff) {
+  const HardwareProfile hw = *findProfile("sm_90");
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    ir::Graph g = st::randomGraph(seed, primitiveGraphs());
+    ir::Bindings b = st::randomBindings(g, seed);
+    PlannerOptions basic, off;
+    basic.mode = Mode::Basic;
+    off.mode = Mode::Off;
+    double s = planGraph(g, b, hw, {}).time, ba = planGraph(g, b, hw, basic).time,
+           o = planGraph(g, b, hw, off).time;
+    EXPECT_LE(s, ba * (1 + 1e-9)) << reproducer(seed, g);
+    EXPECT_LE(ba, o * (1 + 1e-9)) << reproducer(seed, g);
+  }
+}
+
+}  // namespace
