@@ -13,9 +13,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
-#include "ir/printer.h"
 #include "support/error.h"
 
 namespace stitch::fusion {
@@ -25,11 +25,29 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Shared facts about a (graph, plan) pair.
 
+// An edge's key in the lookup tables.
+uint64_t edgeKey(int producer, int consumer) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(producer)) << 32 |
+         static_cast<uint32_t>(consumer);
+}
+
 struct Facts {
   const ir::Graph& g;
   const Plan& p;
   std::vector<int> kernelOf;  // node id -> index of the first kernel holding it, or -1
   ir::Bindings bindings;      // deduced, possibly partial
+  // Edges by (producer, consumer), so explaining stays linear in the size of the plan.
+  std::unordered_map<uint64_t, const Edge*> edges;  // inside kernels
+  std::unordered_map<uint64_t, const CutEdge*> cuts;
+
+  const Edge* edge(int producer, int consumer) const {
+    auto it = edges.find(edgeKey(producer, consumer));
+    return it == edges.end() ? nullptr : it->second;
+  }
+  const CutEdge* cut(int producer, int consumer) const {
+    auto it = cuts.find(edgeKey(producer, consumer));
+    return it == cuts.end() ? nullptr : it->second;
+  }
 };
 
 bool isReduce(MappingKind k) { return k != MappingKind::Loop; }
@@ -102,10 +120,14 @@ Facts gather(const ir::Graph& g, const Plan& p) {
     check(c.consumer, "consumer");
   }
 
-  Facts f{g, p, std::vector<int>(static_cast<size_t>(n), -1), deduceBindings(g, p)};
-  for (size_t k = 0; k < p.kernels.size(); ++k)
+  Facts f{g, p, std::vector<int>(static_cast<size_t>(n), -1), deduceBindings(g, p), {}, {}};
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
     for (int id : p.kernels[k].nodes)
-      if (f.kernelOf[static_cast<size_t>(id)] < 0) f.kernelOf[static_cast<size_t>(id)] = static_cast<int>(k);
+      if (f.kernelOf[static_cast<size_t>(id)] < 0)
+        f.kernelOf[static_cast<size_t>(id)] = static_cast<int>(k);
+    for (const Edge& e : p.kernels[k].edges) f.edges.emplace(edgeKey(e.producer, e.consumer), &e);
+  }
+  for (const CutEdge& c : p.cuts) f.cuts.emplace(edgeKey(c.producer, c.consumer), &c);
   return f;
 }
 
@@ -130,18 +152,6 @@ std::optional<int64_t> valueBytes(const Facts& f, int id) {
     }
   }
   return n;
-}
-
-const Edge* findEdge(const Kernel& k, int producer, int consumer) {
-  for (const Edge& e : k.edges)
-    if (e.producer == producer && e.consumer == consumer) return &e;
-  return nullptr;
-}
-
-const CutEdge* findCut(const Plan& p, int producer, int consumer) {
-  for (const CutEdge& c : p.cuts)
-    if (c.producer == producer && c.consumer == consumer) return &c;
-  return nullptr;
 }
 
 // Operands of a node, each value once, constants left out.
@@ -347,8 +357,7 @@ class JsonWriter {
         default:
           if (static_cast<unsigned char>(ch) < 0x20)
             out_ += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(ch)));
-          else
-            out_ += ch;  // UTF-8 passes through
+          else out_ += ch;  // UTF-8 passes through
       }
     }
     out_ += '"';
@@ -388,9 +397,9 @@ std::string explainText(const ir::Graph& g, const Plan& p) {
 
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     const Kernel& k = p.kernels[ki];
-    std::string dominant =
-        k.dominant >= 0 ? fmt::format("{} ({})", g.node(k.dominant).name, ir::opName(g.node(k.dominant).op))
-                        : "none";
+    std::string dominant = k.dominant >= 0 ? fmt::format("{} ({})", g.node(k.dominant).name,
+                                                         ir::opName(g.node(k.dominant).op))
+                                           : "none";
     out += fmt::format("\nkernel {}: {} op{}, dominant {}, mapping {}\n", ki, k.nodes.size(),
                        k.nodes.size() == 1 ? "" : "s", dominant, mappingPhrase(k.mapping));
 
@@ -408,13 +417,14 @@ std::string explainText(const ir::Graph& g, const Plan& p) {
       int id = k.nodes[i];
       std::string schemes;
       for (int o : distinctValueOperands(g.node(id), g)) {
-        const Edge* e = findEdge(k, o, id);
+        const Edge* e = f.edge(o, id);
         if (e == nullptr) continue;
         schemes += fmt::format("{}{}: {}{}", schemes.empty() ? "" : "; ", g.node(o).name,
                                schemeName(e->scheme), e->recompute ? ", recompute" : "");
       }
       std::string line = "  " + padRight(g.node(id).name, nameWidth) + " = " + calls[i];
-      if (!schemes.empty()) line = padRight(std::move(line), nameWidth + 5 + callWidth) + "  [" + schemes + "]";
+      if (!schemes.empty())
+        line = padRight(std::move(line), nameWidth + 5 + callWidth) + "  [" + schemes + "]";
       out += line + "\n";
     }
     out += "  in:   " + valueList(f, k.inputs) + "\n";
@@ -440,11 +450,11 @@ std::string explainText(const ir::Graph& g, const Plan& p) {
     out += "\n";
   }
 
-  out += fmt::format("\ntotals: {} kernel{}, {}, {} µs; unfused: {} kernel{}, {}, {} µs ({})\n",
-                     p.kernels.size(), p.kernels.size() == 1 ? "" : "s", humanBytes(p.bytes),
-                     humanMicros(toMicros(p.time)), p.unfusedKernels,
-                     p.unfusedKernels == 1 ? "" : "s", humanBytes(p.unfusedBytes),
-                     humanMicros(toMicros(p.unfusedTime)), speedup(p));
+  out +=
+      fmt::format("\ntotals: {} kernel{}, {}, {} µs; unfused: {} kernel{}, {}, {} µs ({})\n",
+                  p.kernels.size(), p.kernels.size() == 1 ? "" : "s", humanBytes(p.bytes),
+                  humanMicros(toMicros(p.time)), p.unfusedKernels, p.unfusedKernels == 1 ? "" : "s",
+                  humanBytes(p.unfusedBytes), humanMicros(toMicros(p.unfusedTime)), speedup(p));
   if (p.cuts.empty()) return out + "cut edges: none\n";
   out += "cut edges:\n";
   size_t width = 0;
@@ -479,8 +489,8 @@ std::string explainDot(const ir::Graph& g, const Plan& p) {
   };
 
   for (int id : g.inputs())
-    out += fmt::format("  {} [shape=plain, label=\"{}\\n{}\"];\n", dotId(id), dotEscape(g.node(id).name),
-                       dotEscape(ir::typeStr(g.node(id).type)));
+    out += fmt::format("  {} [shape=plain, label=\"{}\\n{}\"];\n", dotId(id),
+                       dotEscape(g.node(id).name), dotEscape(ir::typeStr(g.node(id).type)));
 
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     const Kernel& k = p.kernels[ki];
@@ -488,7 +498,8 @@ std::string explainDot(const ir::Graph& g, const Plan& p) {
     std::string mapping = mappingPhrase(k.mapping);
     mapping.resize(std::min(mapping.size(), mapping.find(',')));  // kind and row width only
     out += "    label=\"" +
-           dotEscape(fmt::format("kernel {}: {}\n{} µs", ki, mapping, humanMicros(toMicros(k.cost.time)))) +
+           dotEscape(fmt::format("kernel {}: {}\n{} µs", ki, mapping,
+                                 humanMicros(toMicros(k.cost.time)))) +
            "\";\n    style=rounded;\n";
     for (int id : k.nodes)
       if (f.kernelOf[static_cast<size_t>(id)] == static_cast<int>(ki)) out += nodeLine(id, "    ");
@@ -497,7 +508,8 @@ std::string explainDot(const ir::Graph& g, const Plan& p) {
   // Ops the plan left out of every kernel (it should not), drawn so nothing is hidden.
   for (const ir::Node& n : g.nodes()) {
     auto id = static_cast<int>(&n - g.nodes().data());
-    if (n.op != ir::OpCode::Input && n.op != ir::OpCode::Constant && f.kernelOf[static_cast<size_t>(id)] < 0)
+    if (n.op != ir::OpCode::Input && n.op != ir::OpCode::Constant &&
+        f.kernelOf[static_cast<size_t>(id)] < 0)
       out += nodeLine(id, "  ");
   }
 
@@ -511,16 +523,18 @@ std::string explainDot(const ir::Graph& g, const Plan& p) {
       if (g.node(o).op == ir::OpCode::Input) {
         attrs = "color=gray40";
       } else if (ko >= 0 && ko == kc) {
-        const Edge* e = findEdge(p.kernels[static_cast<size_t>(kc)], o, c);
+        const Edge* e = f.edge(o, c);
         if (e != nullptr)
-          attrs = fmt::format("label=\"{}{}\"{}", schemeName(e->scheme), e->recompute ? ", recompute" : "",
+          attrs = fmt::format("label=\"{}{}\"{}", schemeName(e->scheme),
+                              e->recompute ? ", recompute" : "",
                               e->scheme == Scheme::Global ? ", color=red" : "");
       } else {
         attrs = "style=dashed, label=\"global memory\"";
-        if (const CutEdge* cut = findCut(p, o, c)) attrs += ", tooltip=\"" + dotEscape(cut->reason) + "\"";
+        if (const CutEdge* cut = f.cut(o, c))
+          attrs += ", tooltip=\"" + dotEscape(cut->reason) + "\"";
       }
-      out += fmt::format("  {} -> {}{}{}{};\n", dotId(o), dotId(c), attrs.empty() ? "" : " [", attrs,
-                         attrs.empty() ? "" : "]");
+      out += fmt::format("  {} -> {}{}{}{};\n", dotId(o), dotId(c), attrs.empty() ? "" : " [",
+                         attrs, attrs.empty() ? "" : "]");
     }
   }
   return out + "}\n";

@@ -36,8 +36,8 @@ class LayerBuilder {
     // Attention scores [batch, heads, seq, seq] (the QK^T stand-in), scaled, masked, softmax.
     int q = op(OpCode::Reshape, {h}, {{"shape", dims({o_.batch, o_.seq, o_.heads, head})}}, "q");
     int scores = op(OpCode::Transpose, {q}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, "scores");
-    int scaled = op(OpCode::Mul, {scores, scalar(1.0 / std::sqrt(static_cast<double>(head)))}, {},
-                    "scaled");
+    int scaled =
+        op(OpCode::Mul, {scores, scalar(1.0 / std::sqrt(static_cast<double>(head)))}, {}, "scaled");
     int masked = op(OpCode::Add, {scaled, maskBias}, {}, "masked");
     int mx = op(OpCode::ReduceMax, {masked}, lastAxis(3), "max");
     int shifted = op(OpCode::Sub, {masked, mx}, {}, "shifted");
@@ -45,7 +45,8 @@ class LayerBuilder {
     int sum = op(OpCode::ReduceSum, {e}, lastAxis(3), "sum");
     int probs = op(OpCode::Div, {e, sum}, {}, "probs");
     // The PV stand-in: back to [tokens, hidden].
-    int pt = op(OpCode::Transpose, {probs}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, "probs_t");
+    int pt =
+        op(OpCode::Transpose, {probs}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, "probs_t");
     int attn = op(OpCode::Reshape, {pt}, {{"shape", dims({tokens, o_.hidden})}}, "attn");
     int attnB = op(OpCode::Add, {attn, w.attnBias}, {}, "attn_b");
     int res1 = op(OpCode::Add, {attnB, h}, {}, "res1");

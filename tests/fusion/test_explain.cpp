@@ -59,7 +59,8 @@ class JsonParser {
     throw std::runtime_error("JSON: " + what + " at offset " + std::to_string(i_));
   }
   void skipSpace() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
+      ++i_;
   }
   bool eat(char c) {
     skipSpace();
@@ -226,10 +227,11 @@ struct ExplainTest : ::testing::Test {
     for (const char* n : {"mean", "xc", "sq", "var", "ve", "rstd", "xn"}) k0.nodes.push_back(id(n));
     k0.dominant = id("var");
     k0.mapping = {MappingKind::RowReduce, RowWidth::Warp, 4096 * 768, 4096, 768, 4096, 32};
-    k0.edges = {{id("mean"), id("xc"), Scheme::Warp, false}, {id("xc"), id("sq"), Scheme::Local, false},
-                {id("sq"), id("var"), Scheme::Local, false}, {id("var"), id("ve"), Scheme::Warp, false},
-                {id("ve"), id("rstd"), Scheme::Local, false}, {id("xc"), id("xn"), Scheme::Local, true},
-                {id("rstd"), id("xn"), Scheme::Local, false}};
+    k0.edges = {
+        {id("mean"), id("xc"), Scheme::Warp, false},  {id("xc"), id("sq"), Scheme::Local, false},
+        {id("sq"), id("var"), Scheme::Local, false},  {id("var"), id("ve"), Scheme::Warp, false},
+        {id("ve"), id("rstd"), Scheme::Local, false}, {id("xc"), id("xn"), Scheme::Local, true},
+        {id("rstd"), id("xn"), Scheme::Local, false}};
     k0.inputs = {id("x")};
     k0.outputs = {id("xn")};
     k0.summary.bytesRead = 4096 * 768 * 4;
@@ -259,16 +261,20 @@ struct ExplainTest : ::testing::Test {
   }
 };
 
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST_F(ExplainTest, TextCarriesTheKeyFacts) {
   std::string t = explainText(g, plan);
   EXPECT_TRUE(contains(t, "plan layer_norm (N=4096): mode stitch, target sm_90, 2 kernels")) << t;
-  EXPECT_TRUE(contains(t, "kernel 0: 7 ops, dominant var (reduce_mean), mapping row_reduce "
-                          "warp-per-row, rows 4096 x length 768, 4096 blocks x 32 threads"))
+  EXPECT_TRUE(contains(t,
+                       "kernel 0: 7 ops, dominant var (reduce_mean), mapping row_reduce "
+                       "warp-per-row, rows 4096 x length 768, 4096 blocks x 32 threads"))
       << t;
-  EXPECT_TRUE(contains(t, "kernel 1: 2 ops, dominant y (add), mapping loop, 3145728 elements, "
-                          "3072 blocks x 256 threads"))
+  EXPECT_TRUE(contains(t,
+                       "kernel 1: 2 ops, dominant y (add), mapping loop, 3145728 elements, "
+                       "3072 blocks x 256 threads"))
       << t;
   EXPECT_TRUE(contains(t, "xc   = sub(x, mean)")) << t;
   EXPECT_TRUE(contains(t, "[mean: warp]")) << t;
@@ -279,15 +285,18 @@ TEST_F(ExplainTest, TextCarriesTheKeyFacts) {
   EXPECT_TRUE(contains(t, "in:   x f32[N, 768] 12.6 MB")) << t;
   EXPECT_TRUE(contains(t, "gamma f32[768] 3.1 KB")) << t;
   EXPECT_TRUE(contains(t, "out:  y f32[N, 768] 12.6 MB")) << t;
-  EXPECT_TRUE(contains(t, "cost: 25.2 MB, 9.50 µs (launch 2.00, memory 7.25, compute 0.50, "
-                          "sync 0.25 µs; efficiency 0.97)"))
+  EXPECT_TRUE(contains(t,
+                       "cost: 25.2 MB, 9.50 µs (launch 2.00, memory 7.25, compute 0.50, "
+                       "sync 0.25 µs; efficiency 0.97)"))
       << t;
-  EXPECT_TRUE(contains(t, "totals: 2 kernels, 50.3 MB, 17.5 µs; unfused: 9 kernels, 200 MB, "
-                          "70.0 µs (4.0x)"))
+  EXPECT_TRUE(contains(t,
+                       "totals: 2 kernels, 50.3 MB, 17.5 µs; unfused: 9 kernels, 200 MB, "
+                       "70.0 µs (4.0x)"))
       << t;
   // Reasons stay on their line: control characters become spaces.
-  EXPECT_TRUE(contains(t, "cut edges:\n  xn -> y0: basic mode: \"reduce ends a kernel\"\\ and so on "
-                          "line two\n"))
+  EXPECT_TRUE(contains(t,
+                       "cut edges:\n  xn -> y0: basic mode: \"reduce ends a kernel\"\\ and so on "
+                       "line two\n"))
       << t;
   // Each op line's scheme column starts at the same place within a kernel.
   size_t a = t.find("[mean: warp]") - t.rfind('\n', t.find("[mean: warp]"));
@@ -349,7 +358,7 @@ TEST_F(ExplainTest, JsonParsesBackWithTheRequiredKeys) {
 
 TEST_F(ExplainTest, InfeasibleKernelsAndUnknownSizesStayValid) {
   // An infeasible kernel costs +inf, which JSON cannot write: it becomes null.
-  plan.kernels[1].cost = {std::numeric_limits<double>::infinity(), 2e-6, 0, 0, 0, 1, false,
+  plan.kernels[1].cost = {std::numeric_limits<double>::infinity(),  2e-6, 0, 0, 0, 1, false,
                           "needs 300 KB of shared memory per block"};
   plan.time = std::numeric_limits<double>::infinity();
   plan.target = "sm_90 \"custom\"";
@@ -406,16 +415,19 @@ TEST_F(ExplainTest, DotIsWellFormed) {
   EXPECT_EQ(count(dot, "subgraph cluster_"), plan.kernels.size()) << dot;
   EXPECT_TRUE(contains(dot, "label=\"kernel 0: row_reduce warp-per-row\\n9.50 µs\"")) << dot;
   // Ops carry name and op; inputs are plain nodes outside the clusters.
-  EXPECT_TRUE(contains(dot, "n" + std::to_string(id("mean")) + " [label=\"mean\\nreduce_mean\"]")) << dot;
+  EXPECT_TRUE(contains(dot, "n" + std::to_string(id("mean")) + " [label=\"mean\\nreduce_mean\"]"))
+      << dot;
   EXPECT_TRUE(contains(dot, "n0 [shape=plain, label=\"x\\nf32[N, 768]\"]")) << dot;
   // Internal edges carry their scheme; the cut edge is dashed, global memory, with its reason.
   std::string mean = "n" + std::to_string(id("mean")), xc = "n" + std::to_string(id("xc"));
   std::string xn = "n" + std::to_string(id("xn")), y0 = "n" + std::to_string(id("y0"));
   EXPECT_TRUE(contains(dot, mean + " -> " + xc + " [label=\"warp\"]")) << dot;
   EXPECT_TRUE(contains(dot, xc + " -> " + xn + " [label=\"local, recompute\"]")) << dot;
-  EXPECT_TRUE(contains(dot, xn + " -> " + y0 + " [style=dashed, label=\"global memory\", tooltip=\"")) << dot;
+  EXPECT_TRUE(
+      contains(dot, xn + " -> " + y0 + " [style=dashed, label=\"global memory\", tooltip=\""))
+      << dot;
   EXPECT_TRUE(contains(dot, "\\\"reduce ends a kernel\\\"\\\\ and")) << dot;  // quotes escaped
-  EXPECT_FALSE(contains(dot, "\nline two")) << dot;                          // newline escaped
+  EXPECT_FALSE(contains(dot, "\nline two")) << dot;                           // newline escaped
 }
 
 TEST(PlanNames, EveryEnumHasItsName) {
