@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
 
 #include "fusion/cost_model.h"
 #include "ir/signature.h"
@@ -71,16 +70,20 @@ std::string shapeText(std::span<const int64_t> s) {
 // The analysis of one connected part with one domain.
 class Analyzer {
  public:
-  Analyzer(const PlanContext& ctx, const std::vector<int>& nodes) : ctx_(ctx), nodes_(nodes) {
-    for (int n : nodes_) member_[n] = true;
-  }
+  Analyzer(const PlanContext& ctx, const std::vector<int>& nodes)
+      : ctx_(ctx), nodes_(nodes), places_(nodes.size(), Place::Elem) {}
 
   // Fills `out` and returns true, or sets reason_ and returns false.
   bool run(Kernel& out);
   const std::string& reason() const { return reason_; }
 
  private:
-  bool in(int n) const { return member_.count(n) != 0; }
+  // nodes_ is sorted: membership and positions by binary search, no per-analysis hash maps.
+  bool in(int n) const { return std::binary_search(nodes_.begin(), nodes_.end(), n); }
+  size_t pos(int n) const {
+    return static_cast<size_t>(std::lower_bound(nodes_.begin(), nodes_.end(), n) - nodes_.begin());
+  }
+  Place& place(int n) { return places_[pos(n)]; }
   bool fail(std::string why) {
     reason_ = std::move(why);
     return false;
@@ -94,8 +97,7 @@ class Analyzer {
 
   const PlanContext& ctx_;
   const std::vector<int>& nodes_;
-  std::unordered_map<int, bool> member_;
-  std::unordered_map<int, Place> place_;
+  std::vector<Place> places_;  // by position in nodes_
   std::string reason_;
 
   int dominant_ = -1;
@@ -162,9 +164,9 @@ bool Analyzer::placeValue(int n) {
     else if (domain_[i] != 1) variesAll = false;
   }
   if (aligned) {
-    if (variesAll) place_[n] = Place::Elem;
-    else if (kind_ != MappingKind::Loop && !variesReduced) place_[n] = Place::Row;
-    else place_[n] = Place::Partial;
+    if (variesAll) place(n) = Place::Elem;
+    else if (kind_ != MappingKind::Loop && !variesReduced) place(n) = Place::Row;
+    else place(n) = Place::Partial;
     return true;
   }
   // A row-major reshape of the whole domain keeps each element's flat index. Under a row
@@ -179,7 +181,7 @@ bool Analyzer::placeValue(int n) {
       }
     }
     if (ok) {
-      place_[n] = Place::Elem;
+      place(n) = Place::Elem;
       return true;
     }
   }
@@ -192,7 +194,7 @@ bool Analyzer::placeValue(int n) {
     for (int64_t d : kept) if (d != 1) a.push_back(d);
     for (int64_t d : s) if (d != 1) b.push_back(d);
     if (a == b) {
-      place_[n] = Place::Row;
+      place(n) = Place::Row;
       return true;
     }
   }
@@ -229,19 +231,19 @@ bool Analyzer::placeNodes() {
       sameAxes = r == reduced_;
     }
     if (n == dominant_ || sameAxes) {
-      if (in(input) && place_[input] != Place::Elem)
+      if (in(input) && place(input) != Place::Elem)
         return fail(fmt::format("{} reduces {}, which is not one value per element", node.name,
                                 name(input)));
-      place_[n] = Place::Row;
+      place(n) = Place::Row;
       continue;
     }
     // A second-level reduction: every row's value combined into one (a grid barrier).
-    if (in(input) && place_[input] == Place::Row && ctx_.numel[n] == 1 &&
+    if (in(input) && place(input) == Place::Row && ctx_.numel[n] == 1 &&
         kind_ != MappingKind::Loop) {
       if (ctx_.mode != Mode::Stitch)
         return fail(fmt::format("{} mode does not stitch across a grid barrier",
                                 modeName(ctx_.mode)));
-      place_[n] = Place::Global;
+      place(n) = Place::Global;
       hasGlobalReduce_ = true;
       continue;
     }
@@ -333,34 +335,39 @@ void Analyzer::countWork(Kernel& k) {
   KernelSummary& s = k.summary;
   int64_t domain = k.mapping.domain;
   // Stages: a value computed after a reduction in the kernel is a stage later than its inputs.
-  std::unordered_map<int, int> stage;
-  int maxStage = 0;
+  std::vector<int> stages(nodes_.size(), 0);
+  auto stage = [&](int n) -> int& { return stages[pos(n)]; };
   for (int n : k.nodes) {
     int st = 0;
     for (int o : g.node(n).operands)
-      if (in(o)) st = std::max(st, stage[o] + (ctx_.kinds[o] == OpKind::Reduce ? 1 : 0));
-    stage[n] = st;
-    maxStage = std::max(maxStage, st);
+      if (in(o)) st = std::max(st, stage(o) + (ctx_.kinds[o] == OpKind::Reduce ? 1 : 0));
+    stage(n) = st;
   }
   // Elementwise values read again after a barrier must live somewhere across it.
   int live = 0;
-  std::unordered_map<int, std::pair<int, int>> externalStages;  // min, max stage of readers
+  struct Reads {
+    int value, first, last;  // an external value and the stages reading it
+  };
+  std::vector<Reads> external;
   for (int n : k.nodes) {
-    int lastUse = stage[n];
+    int lastUse = stage(n);
     for (int c : ctx_.consumers[n])
-      if (in(c)) lastUse = std::max(lastUse, stage[c]);
-    if (place_[n] == Place::Elem && lastUse > stage[n]) ++live;
+      if (in(c)) lastUse = std::max(lastUse, stage(c));
+    if (place(n) == Place::Elem && lastUse > stage(n)) ++live;
     for (int o : g.node(n).operands) {
       if (in(o) || ctx_.kinds[o] == OpKind::Source) continue;
-      auto [it, fresh] = externalStages.try_emplace(o, stage[n], stage[n]);
-      if (!fresh) {
-        it->second.first = std::min(it->second.first, stage[n]);
-        it->second.second = std::max(it->second.second, stage[n]);
+      auto it = std::find_if(external.begin(), external.end(),
+                             [&](const Reads& r) { return r.value == o; });
+      if (it == external.end()) {
+        external.push_back({o, stage(n), stage(n)});
+      } else {
+        it->first = std::min(it->first, stage(n));
+        it->last = std::max(it->last, stage(n));
       }
     }
   }
-  for (const auto& [o, range] : externalStages)
-    if (range.second > range.first && ctx_.numel[o] == domain) ++live;
+  for (const Reads& r : external)
+    if (r.last > r.first && ctx_.numel[r.value] == domain) ++live;
 
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead += ctx_.bytes[o];
@@ -370,7 +377,7 @@ void Analyzer::countWork(Kernel& k) {
   for (int n : k.nodes) {
     OpKind kind = ctx_.kinds[n];
     int64_t work = 0, extra = 0;
-    switch (place_[n]) {
+    switch (place(n)) {
       case Place::Elem: work = domain; break;
       case Place::Row:
         work = kind == OpKind::Reduce ? ctx_.numel[g.node(n).operands[0]] : rows_;
@@ -475,8 +482,8 @@ bool Analyzer::run(Kernel& k) {
         if (ctx_.mode == Mode::Basic)
           return fail(fmt::format("basic mode: the consumers of reduction {} start a new kernel",
                                   name(p)));
-        e.scheme = place_[p] == Place::Global ? Scheme::Global : communicationScheme(k.mapping);
-      } else if (place_[p] == Place::Partial) {
+        e.scheme = place(p) == Place::Global ? Scheme::Global : communicationScheme(k.mapping);
+      } else if (place(p) == Place::Partial) {
         e.recompute = true;
       }
       k.edges.push_back(e);
@@ -492,7 +499,7 @@ bool Analyzer::run(Kernel& k) {
     bool escapes = ctx_.isOutput[n];
     for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
     if (!escapes) continue;
-    if (place_[n] == Place::Partial)
+    if (place(n) == Place::Partial)
       return fail(fmt::format("{} ({}) is smaller than the kernel's domain {} and varies along "
                               "its reduced axes: no thread owns its store",
                               name(n), shapeText(ctx_.shapes[n]), shapeText(domain_)));
@@ -505,21 +512,29 @@ bool Analyzer::run(Kernel& k) {
 }
 
 // Splits nodes into parts connected by producer->consumer edges inside the set.
+// `nodes` is sorted; union-find over positions.
 std::vector<std::vector<int>> connectedParts(const PlanContext& ctx, const std::vector<int>& nodes) {
-  std::unordered_map<int, int> parent;
-  for (int n : nodes) parent[n] = n;
-  auto find = [&](int x) {
+  std::vector<size_t> parent(nodes.size());
+  std::iota(parent.begin(), parent.end(), size_t{0});
+  auto find = [&](size_t x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;
   };
-  for (int n : nodes)
-    for (int o : ctx.graph.node(n).operands)
-      if (parent.count(o)) parent[find(o)] = find(n);
-  std::unordered_map<int, std::vector<int>> parts;
-  for (int n : nodes) parts[find(n)].push_back(n);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int o : ctx.graph.node(nodes[i]).operands) {
+      auto it = std::lower_bound(nodes.begin(), nodes.end(), o);
+      if (it != nodes.end() && *it == o) parent[find(static_cast<size_t>(it - nodes.begin()))] = find(i);
+    }
   std::vector<std::vector<int>> out;
-  for (auto& [root, part] : parts) out.push_back(std::move(part));
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  std::vector<int> partOf(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    size_t r = find(i);
+    if (partOf[r] < 0) {
+      partOf[r] = static_cast<int>(out.size());
+      out.emplace_back();
+    }
+    out[partOf[r]].push_back(nodes[i]);
+  }
   return out;
 }
 

@@ -29,23 +29,34 @@ constexpr size_t kMaxGroupNodes = 256;
 // Siblings of one shared input considered for horizontal packing, per input.
 constexpr size_t kSiblingWindow = 4;
 
-// Caches group analyses by node set; the searches evaluate the same sets many times.
+struct NodeSetHash {
+  size_t operator()(const std::vector<int>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Caches group costs by node set; the searches evaluate the same sets many times. Only the cost
+// is kept: whole analyses (kernels) are recomputed for the few groups a plan ends up with.
 class Analyses {
  public:
   explicit Analyses(const PlanContext& ctx) : ctx_(ctx) {}
-  const GroupResult& get(const std::vector<int>& sortedNodes) {
-    auto it = cache_.find(sortedNodes);
-    if (it != cache_.end()) return it->second;
-    return cache_.emplace(sortedNodes, analyzeGroup(ctx_, sortedNodes)).first->second;
+  GroupResult get(const std::vector<int>& sortedNodes) const {
+    return analyzeGroup(ctx_, sortedNodes);
   }
   double cost(const std::vector<int>& sortedNodes) {
-    const GroupResult& r = get(sortedNodes);
-    return r.valid ? r.kernel.cost.time : kInf;
+    auto it = costs_.find(sortedNodes);
+    if (it != costs_.end()) return it->second;
+    GroupResult r = analyzeGroup(ctx_, sortedNodes);
+    double c = r.valid ? r.kernel.cost.time : kInf;
+    costs_.emplace(sortedNodes, c);
+    return c;
   }
 
  private:
   const PlanContext& ctx_;
-  std::map<std::vector<int>, GroupResult> cache_;
+  std::unordered_map<std::vector<int>, double, NodeSetHash> costs_;
 };
 
 std::vector<int> unite(const std::vector<int>& a, const std::vector<int>& b) {
@@ -376,7 +387,7 @@ std::string cutReason(const PlanContext& ctx, Analyses& analyses, const Partitio
                       int b) {
   if (ctx.mode == Mode::Off) return "fusion is off (STITCH_FUSION=off): one kernel per op";
   std::vector<int> merged = unite(p.groups[a], p.groups[b]);
-  const GroupResult& r = analyses.get(merged);
+  GroupResult r = analyses.get(merged);
   if (!r.valid) return r.reason;
   if (!mergeIsAcyclic(ctx, p, a, b))
     return "fusing would create a cycle: a path between them runs through another kernel";
@@ -442,14 +453,14 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
   plan.mode = options.mode;
   plan.target = hw.name;
   for (int gi : kernelOrder(ctx, best)) {
-    const GroupResult& r = analyses.get(best.groups[gi]);
+    GroupResult r = analyses.get(best.groups[gi]);
     STITCH_INTERNAL(r.valid, "planned an invalid kernel: {}", r.reason);
     plan.kernels.push_back(r.kernel);
     plan.time += r.kernel.cost.time;
     plan.bytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
   }
   for (int n : ctx.planned) {
-    const GroupResult& r = analyses.get({n});
+    GroupResult r = analyses.get({n});
     ++plan.unfusedKernels;
     plan.unfusedTime += r.kernel.cost.time;
     plan.unfusedBytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;

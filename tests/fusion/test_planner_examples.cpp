@@ -1,0 +1,173 @@
+// Expected plans on the examples: under `stitch` on sm_90 every memory-bound pattern of the
+// examples becomes one kernel; under `basic` (XLA-style) layer norm and softmax take more; every
+// plan runs on the reference kernel by kernel to the unfused answer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "fusion/explain.h"
+#include "fusion/hardware.h"
+#include "fusion/plan_eval.h"
+#include "fusion/planner.h"
+#include "ir/parser.h"
+#include "passes/pipeline.h"
+#include "testing/random_graph.h"
+#include "testing/reference_check.h"
+
+using namespace stitch;
+using namespace stitch::fusion;
+namespace st = stitch::testing;
+
+namespace {
+
+std::vector<ir::Graph> example(const std::string& file) {
+  std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/examples/" + file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ir::parseModule(ss.str(), file);
+}
+
+// Realistic sizes for the examples' symbols: planning at toy sizes would only measure launches.
+ir::Bindings sizes() {
+  return {{"N", 4096}, {"T", 4096}, {"B", 8}, {"H", 12}, {"S", 512}, {"P", 1 << 22}};
+}
+
+ir::Bindings bindingsFor(const ir::Graph& g) {
+  ir::Bindings all = sizes(), b;
+  for (const std::string& s : g.symbols()) b[s] = all.at(s);
+  return b;
+}
+
+Plan plan(const ir::Graph& g, Mode mode, const char* target = "sm_90") {
+  PlannerOptions o;
+  o.mode = mode;
+  return planGraph(passes::runPasses(g), bindingsFor(g), *findProfile(target), o);
+}
+
+struct Expectation {
+  const char* file;
+  const char* graph;
+};
+
+// Every graph of these files: one kernel under stitch.
+const Expectation kOneKernel[] = {
+    {"layer_norm.stitch", "layer_norm"},
+    {"layer_norm.stitch", "layer_norm_composite"},
+    {"rms_norm.stitch", "rms_norm"},
+    {"rms_norm.stitch", "rms_norm_composite"},
+    {"softmax.stitch", "softmax"},
+    {"softmax.stitch", "softmax_composite"},
+    {"softmax.stitch", "log_softmax_composite"},
+    {"attention_softmax.stitch", "attention_softmax"},
+    {"attention_softmax.stitch", "attention_softmax_additive"},
+    {"bias_gelu_residual.stitch", "bias_gelu_residual"},
+    {"bias_gelu_residual.stitch", "bias_gelu_tanh"},
+    {"batchnorm_relu.stitch", "batchnorm_relu"},
+    {"adam_step.stitch", "adam_step"},
+    {"column_reduction.stitch", "center_columns"},
+    {"column_reduction.stitch", "batchnorm_train"},
+    {"middle_softmax.stitch", "softmax_channels"},
+    {"middle_softmax.stitch", "log_softmax_channels"},
+};
+
+const ir::Graph& find(const std::vector<ir::Graph>& gs, const std::string& name) {
+  for (const ir::Graph& g : gs)
+    if (g.name() == name) return g;
+  throw std::runtime_error("no graph " + name);
+}
+
+TEST(PlannerExamples, StitchMakesOneKernel) {
+  for (const Expectation& e : kOneKernel) {
+    std::vector<ir::Graph> gs = example(e.file);
+    const ir::Graph& g = find(gs, e.graph);
+    Plan p = plan(g, Mode::Stitch);
+    ir::Graph opt = passes::runPasses(g);
+    EXPECT_EQ(p.kernels.size(), 1u) << e.graph << "\n" << explainText(opt, p);
+    EXPECT_LT(p.time, p.unfusedTime) << e.graph;
+    EXPECT_LT(p.bytes, p.unfusedBytes) << e.graph;
+  }
+}
+
+TEST(PlannerExamples, BasicSplitsAtReductions) {
+  for (const char* name : {"layer_norm", "layer_norm_composite"}) {
+    auto gs = example("layer_norm.stitch");
+    EXPECT_GE(plan(find(gs, name), Mode::Basic).kernels.size(), 2u) << name;
+  }
+  for (const char* name : {"softmax", "softmax_composite", "log_softmax_composite"}) {
+    auto gs = example("softmax.stitch");
+    EXPECT_GE(plan(find(gs, name), Mode::Basic).kernels.size(), 2u) << name;
+  }
+  // Without reductions basic fuses as much as stitch.
+  auto adam = example("adam_step.stitch");
+  EXPECT_EQ(plan(adam[0], Mode::Basic).kernels.size(), 1u);
+}
+
+TEST(PlannerExamples, SchemesFollowTheMapping) {
+  // A 768-wide layer norm row fits a warp: the statistics reach their consumers by shuffles.
+  auto ln = example("layer_norm.stitch");
+  Plan p = plan(ln[0], Mode::Stitch);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const Kernel& k = p.kernels[0];
+  EXPECT_EQ(k.mapping.kind, MappingKind::RowReduce);
+  EXPECT_EQ(k.mapping.width, RowWidth::Warp);
+  EXPECT_EQ(k.mapping.rows, 4096);
+  EXPECT_EQ(k.mapping.rowLength, 768);
+  bool warpEdge = false;
+  for (const Edge& e : k.edges) warpEdge = warpEdge || e.scheme == Scheme::Warp;
+  EXPECT_TRUE(warpEdge);
+  // RMSNorm over 4096 takes a block per row: shared memory.
+  auto rms = example("rms_norm.stitch");
+  Plan r = plan(rms[0], Mode::Stitch);
+  ASSERT_EQ(r.kernels.size(), 1u);
+  EXPECT_EQ(r.kernels[0].mapping.width, RowWidth::Block);
+  // The column reduction stitches through shared memory in column tiles.
+  auto col = example("column_reduction.stitch");
+  Plan c = plan(col[0], Mode::Stitch);
+  ASSERT_EQ(c.kernels.size(), 1u);
+  EXPECT_EQ(c.kernels[0].mapping.kind, MappingKind::ColumnReduce);
+  auto mid = example("middle_softmax.stitch");
+  EXPECT_EQ(plan(mid[0], Mode::Stitch).kernels[0].mapping.kind, MappingKind::MiddleReduce);
+  // Off: one kernel per op, and every edge cut says why.
+  Plan off = plan(ln[0], Mode::Off);
+  EXPECT_EQ(off.kernels.size(), static_cast<size_t>(off.unfusedKernels));
+  for (const CutEdge& e : off.cuts) EXPECT_NE(e.reason.find("off"), std::string::npos);
+}
+
+TEST(PlannerExamples, EveryExamplePlanRunsToTheUnfusedAnswer) {
+  int checked = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
+    if (entry.path().extension() != ".stitch") continue;
+    for (const ir::Graph& g : example(entry.path().filename().string())) {
+      ir::Graph opt = passes::runPasses(g);
+      // Small sizes: the reference evaluates every kernel.
+      ir::Bindings b;
+      for (const std::string& s : g.symbols()) b[s] = 3;
+      std::vector<reference::HostTensor> inputs = st::randomInputs(opt, b, 7);
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<reference::TensorView> views;
+      for (const auto& t : inputs) {
+        bufs.emplace_back(static_cast<size_t>(t.numel() * ir::dtypeBytes(t.dtype)));
+        reference::encode(t, {t.dtype, t.shape, bufs.back().data()});
+        views.push_back({t.dtype, t.shape, bufs.back().data()});
+      }
+      std::vector<reference::HostTensor> want = st::evaluateReference(opt, inputs);
+      for (Mode mode : {Mode::Stitch, Mode::Basic, Mode::Off}) {
+        PlannerOptions o;
+        o.mode = mode;
+        for (const char* target : {"sm_90", "sm_80", "gfx90a", "host"}) {
+          Plan p = planGraph(opt, b, *findProfile(target), o);
+          EXPECT_EQ(st::compareOutputs(want, evaluatePlan(opt, p, views), 0.0), "")
+              << g.name() << " " << modeName(mode) << " " << target;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+}  // namespace
