@@ -113,6 +113,23 @@ TEST(RandomGraph, CoversEveryOpAndReductionKind) {
   EXPECT_GT(multiUse, 250);
 }
 
+TEST(ReferenceCheck, CompareOutputsFindsDifferences) {
+  reference::HostTensor a{ir::DType::F32, {3}, {1.0, -0.0, NAN}, {}};
+  reference::HostTensor b = a;
+  EXPECT_EQ(compareOutputs({&a, 1}, {&b, 1}, 0.0), "");  // NaN matches NaN
+  b.floats[1] = 0.0;
+  EXPECT_NE(compareOutputs({&a, 1}, {&b, 1}, 0.0), "");  // bit-exact: -0.0 is not 0.0
+  EXPECT_EQ(compareOutputs({&a, 1}, {&b, 1}, 1e-4), "");
+  b.floats[0] = 1.0 + 1.5e-4;
+  EXPECT_EQ(compareOutputs({&a, 1}, {&b, 1}, 1e-4), "");  // within 1e-4 * (1 + |1|)
+  b.floats[0] = 1.0 + 3e-4;
+  EXPECT_NE(compareOutputs({&a, 1}, {&b, 1}, 1e-4), "");
+  EXPECT_EQ(compareOutputs({&a, 1}, {&b, 1}, 1e-2), "");
+  reference::HostTensor i{ir::DType::I32, {2}, {}, {1, 2}};
+  reference::HostTensor j{ir::DType::I32, {2}, {}, {1, 3}};
+  EXPECT_NE(compareOutputs({&i, 1}, {&j, 1}, 1.0), "");  // ints are exact at any tolerance
+}
+
 TEST(RandomGraph, ReferenceEvaluatesEveryGraph) {
   int finiteOutputs = 0, outputs = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {

@@ -1,0 +1,13 @@
+// The pass pipeline run on every graph before planning: decompose composites once, then fold
+// reshapes, fold constants, CSE and DCE until a round changes nothing (at most four rounds;
+// one usually suffices, a second catches what a fold exposed to CSE, like two reshapes that
+// became equal).
+#pragma once
+
+#include "ir/graph.h"
+
+namespace stitch::passes {
+
+ir::Graph runPasses(const ir::Graph& g);
+
+}  // namespace stitch::passes
