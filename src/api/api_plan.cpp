@@ -1,4 +1,5 @@
 // Planning without running: stitch_graph_explain_plan, and the option reader shared with engines.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <set>

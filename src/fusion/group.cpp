@@ -105,6 +105,7 @@ class Analyzer {
   std::vector<bool> reduced_;  // per domain axis (size-1 axes never count as reduced)
   MappingKind kind_ = MappingKind::Loop;
   int64_t rows_ = 0, rowLength_ = 1;
+  int64_t lanesPerRow_ = 1;  // threads cooperating on one row (column) of the reduction
   bool hasGlobalReduce_ = false;
 };
 
@@ -286,15 +287,19 @@ void Analyzer::layOut(Kernel& k) {
         m.width = RowWidth::Warp;
         m.threadsPerBlock = 256 / warp * warp;
         m.blocks = std::max<int64_t>(1, ceilDiv(rows_, m.threadsPerBlock / warp));
+        lanesPerRow_ = warp;
       } else if (rowLength_ <= 32768 || rows_ >= hw.processors) {
         m.width = RowWidth::Block;
         int64_t t = ceilDiv(ceilDiv(rowLength_, 8), warp) * warp;
         m.threadsPerBlock = static_cast<int>(std::clamp<int64_t>(t, 128, hw.maxThreadsPerBlock));
         m.blocks = std::max<int64_t>(1, rows_);
+        lanesPerRow_ = m.threadsPerBlock;
       } else {
         m.width = RowWidth::MultiBlock;
         m.threadsPerBlock = std::min(1024, hw.maxThreadsPerBlock);
-        m.blocks = rows_ * ceilDiv(rowLength_, 16384);
+        int64_t splits = ceilDiv(rowLength_, 16384);
+        m.blocks = rows_ * splits;
+        lanesPerRow_ = m.threadsPerBlock * splits;
       }
       break;
     }
@@ -305,9 +310,20 @@ void Analyzer::layOut(Kernel& k) {
       int64_t inner = 1;
       for (size_t i = domain_.size(); i-- > 0 && !reduced_[i];) inner *= domain_[i];
       int64_t outer = rows_ / std::max<int64_t>(inner, 1);
-      m.width = RowWidth::Block;
-      m.threadsPerBlock = warp * 8;
-      m.blocks = std::max<int64_t>(1, outer * ceilDiv(inner, warp));
+      constexpr int64_t kLanes = 8;
+      m.threadsPerBlock = static_cast<int>(warp * kLanes);
+      int64_t tiles = std::max<int64_t>(1, outer * ceilDiv(inner, warp));
+      // Too few column tiles to fill the machine: split the reduced rows across blocks too
+      // (partials combined by atomics, or through the global scheme when the kernel uses the
+      // result), keeping at least 4 rows per lane.
+      int64_t want = 2 * static_cast<int64_t>(hw.processors);
+      int64_t splits = 1;
+      if (tiles < want)
+        splits = std::clamp<int64_t>(ceilDiv(want, tiles), 1,
+                                     std::max<int64_t>(1, rowLength_ / (kLanes * 4)));
+      m.width = splits > 1 ? RowWidth::MultiBlock : RowWidth::Block;
+      m.blocks = tiles * splits;
+      lanesPerRow_ = kLanes * splits;
       break;
     }
     case MappingKind::AllReduce: {
@@ -315,6 +331,7 @@ void Analyzer::layOut(Kernel& k) {
       m.threadsPerBlock = 256;
       m.blocks = std::clamp<int64_t>(ceilDiv(m.domain, 256 * 8), 1,
                                      static_cast<int64_t>(hw.processors) * 4);
+      lanesPerRow_ = m.blocks * m.threadsPerBlock;
       break;
     }
   }
@@ -419,12 +436,7 @@ void Analyzer::countWork(Kernel& k) {
   int reductions = 0;
   for (int n : k.nodes) reductions += ctx_.kinds[n] == OpKind::Reduce;
   if (m.kind != MappingKind::Loop && ctx_.hw.isGpu) {
-    int64_t lanesPerRow = m.width == RowWidth::Warp ? ctx_.hw.warpSize
-                          : m.kind == MappingKind::RowReduce ? m.threadsPerBlock
-                                                             : 8;
-    if (m.width == RowWidth::MultiBlock)
-      lanesPerRow = static_cast<int64_t>(m.threadsPerBlock) * std::max<int64_t>(1, m.blocks / std::max<int64_t>(rows_, 1));
-    int64_t perThread = ceilDiv(rowLength_, std::max<int64_t>(lanesPerRow, 1));
+    int64_t perThread = ceilDiv(rowLength_, std::max<int64_t>(lanesPerRow_, 1));
     int64_t liveRegs = perThread * live;
     int64_t rowsPerBlock = m.width == RowWidth::Warp ? m.threadsPerBlock / ctx_.hw.warpSize : 1;
     if (liveRegs <= 64) {
