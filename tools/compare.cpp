@@ -1,8 +1,8 @@
 #include "compare.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace stitch::cli {
 
@@ -51,8 +51,7 @@ CompareResult compare(const HostTensor& got, const HostTensor& want) {
 
 std::string CompareResult::describe(const HostTensor& got, const HostTensor& want) const {
   Tolerance tol = toleranceFor(want.dtype);
-  std::string tolStr = tol.rtol == 0 ? "exact"
-                                     : fmt::format("rtol=atol={:g}", tol.rtol);
+  std::string tolStr = tol.rtol == 0 ? "exact" : fmt::format("rtol=atol={:g}", tol.rtol);
   if (got.dtype != want.dtype || got.shape != want.shape)
     return fmt::format("MISMATCH: got {}, reference {}", typeString(got.dtype, got.shape),
                        typeString(want.dtype, want.shape));

@@ -1,10 +1,10 @@
 #include "host_tensor.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "ir/dtype.h"
 

@@ -11,7 +11,7 @@
 // Decisions where DESIGN.md is silent: without --graph, `run` runs every graph of the file in
 // order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
 // example runs as written; --dim for a symbol that no selected graph has is an error.
-#include <stitch/stitch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,10 +20,9 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stitch/stitch.hpp>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "compare.h"
 #include "demo_graphs.h"
@@ -98,7 +97,8 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
     if (a == "--graph") o.graph = value();
     else if (a == "--backend") o.backend = value();
     else if (a == "--check") o.check = true;
-    else if (a == "--target" || a == "--fusion" || a == "--format") o.planOptions[a.substr(2)] = value();
+    else if (a == "--target" || a == "--fusion" || a == "--format")
+      o.planOptions[a.substr(2)] = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parseInt(value(), "--seed", 0));
     else if (a == "--iters") o.iters = static_cast<int>(parseInt(value(), "--iters", 1));
     else if (a == "--dim") {
@@ -179,7 +179,8 @@ RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>
 
 std::string timingLine(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
-  double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  double median =
+      ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   return fmt::format("time: median {:.4g} ms, min {:.4g} ms over {} runs", median, ms.front(),
                      ms.size());
 }
@@ -221,7 +222,8 @@ std::vector<Graph> selectGraphs(const Module& m, const Options& o) {
     if (!g) {
       std::string names;
       for (size_t i = 0; i < m.size(); ++i) names += (i ? ", " : "") + m.graph(i).name();
-      throw UsageError{fmt::format("{} has no graph named '{}' (it has: {})", o.file, o.graph, names)};
+      throw UsageError{
+          fmt::format("{} has no graph named '{}' (it has: {})", o.file, o.graph, names)};
     }
     graphs.push_back(std::move(g));
   } else {
@@ -233,7 +235,8 @@ std::vector<Graph> selectGraphs(const Module& m, const Options& o) {
     for (const Graph& g : graphs)
       for (size_t i = 0; i < g.numInputs(); ++i)
         for (const Dim& d : g.input(i).dims) used = used || d.symbol == sym;
-    if (!used) throw UsageError{fmt::format("--dim {}: no selected graph has a symbolic dim {}", sym, sym)};
+    if (!used)
+      throw UsageError{fmt::format("--dim {}: no selected graph has a symbolic dim {}", sym, sym)};
   }
   return graphs;
 }
@@ -297,8 +300,9 @@ int cmdDemo(const std::vector<std::string>& args) {
   // Against the reference only when the backend is not the reference itself.
   o.check = engine.backend() != "reference";
   if (!o.check)
-    fmt::print("The reference interpreter is the only backend in this build: outputs are its own,\n"
-               "so there is nothing to check them against.\n\n");
+    fmt::print(
+        "The reference interpreter is the only backend in this build: outputs are its own,\n"
+        "so there is nothing to check them against.\n\n");
   bool ok = true;
   for (size_t i = 0; i < m.size(); ++i) {
     Graph g = m.graph(i);

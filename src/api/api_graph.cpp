@@ -34,8 +34,9 @@ ir::Shape toShape(const stitch_dim_t* dims, size_t rank) {
 
 ir::AttrValue toAttrValue(const stitch_attr_t& a) {
   auto needList = [&] {
-    STITCH_CHECK(a.count == 0 || (a.kind == STITCH_ATTR_INTS ? a.ints != nullptr : a.dims != nullptr),
-                 ErrorCode::InvalidArgument, "attribute '{}': list pointer is NULL", a.name);
+    STITCH_CHECK(
+        a.count == 0 || (a.kind == STITCH_ATTR_INTS ? a.ints != nullptr : a.dims != nullptr),
+        ErrorCode::InvalidArgument, "attribute '{}': list pointer is NULL", a.name);
   };
   switch (a.kind) {
     case STITCH_ATTR_INT: return a.i;
@@ -48,8 +49,8 @@ ir::AttrValue toAttrValue(const stitch_attr_t& a) {
       STITCH_CHECK(a.s != nullptr, ErrorCode::InvalidArgument, "attribute '{}': s is NULL", a.name);
       return std::string(a.s);
   }
-  throwError(ErrorCode::InvalidArgument,
-             fmt::format("attribute '{}' has an invalid kind {}", a.name, static_cast<int>(a.kind)));
+  throwError(ErrorCode::InvalidArgument, fmt::format("attribute '{}' has an invalid kind {}",
+                                                     a.name, static_cast<int>(a.kind)));
 }
 
 ir::Graph parseOne(const char* text, const char* filename) {
@@ -84,20 +85,20 @@ void stitch_graph_destroy(stitch_graph_t graph) {
   if (graph && !graph->borrowed) delete graph;
 }
 
-stitch_status_t stitch_graph_add_input(stitch_graph_t graph, const char* name,
-                                       stitch_dtype_t dtype, const stitch_dim_t* dims,
-                                       size_t rank, stitch_value_t* out) {
+stitch_status_t stitch_graph_add_input(stitch_graph_t graph, const char* name, stitch_dtype_t dtype,
+                                       const stitch_dim_t* dims, size_t rank, stitch_value_t* out) {
   STITCH_API_REQUIRE(graph);
   STITCH_API_REQUIRE(name);
   STITCH_API_GUARD({
-    int id = graph->builder.addInput(name, ir::TensorType{api::toDType(dtype), toShape(dims, rank)});
+    int id =
+        graph->builder.addInput(name, ir::TensorType{api::toDType(dtype), toShape(dims, rank)});
     if (out) *out = id;
     return STITCH_OK;
   })
 }
 
-stitch_status_t stitch_graph_add_constant(stitch_graph_t graph, double value,
-                                          stitch_dtype_t dtype, stitch_value_t* out) {
+stitch_status_t stitch_graph_add_constant(stitch_graph_t graph, double value, stitch_dtype_t dtype,
+                                          stitch_value_t* out) {
   STITCH_API_REQUIRE(graph);
   STITCH_API_GUARD({
     int id = graph->builder.addConstant(value, api::toDType(dtype));
@@ -121,8 +122,8 @@ stitch_status_t stitch_graph_add_op(stitch_graph_t graph, const char* op,
     for (size_t i = 0; i < num_attrs; ++i) {
       STITCH_CHECK(attrs[i].name != nullptr, ErrorCode::InvalidArgument, "attrs[{}].name is NULL",
                    i);
-      STITCH_CHECK(!as.has(attrs[i].name), ErrorCode::InvalidGraph,
-                   "attribute '{}' is given twice", attrs[i].name);
+      STITCH_CHECK(!as.has(attrs[i].name), ErrorCode::InvalidGraph, "attribute '{}' is given twice",
+                   attrs[i].name);
       as.set(attrs[i].name, toAttrValue(attrs[i]));
     }
     try {
@@ -131,7 +132,7 @@ stitch_status_t stitch_graph_add_op(stitch_graph_t graph, const char* op,
       if (out) *out = id;
     } catch (const ir::OpError& e) {
       // Name the op (and operand) in the message: the C caller has no source location.
-      std::string where = e.operand() >= 0 ? fmt::format(" operand {}", e.operand())
+      std::string where = e.operand() >= 0   ? fmt::format(" operand {}", e.operand())
                           : e.attr().empty() ? std::string()
                                              : fmt::format(" attribute '{}'", e.attr());
       throwError(ErrorCode::InvalidGraph, fmt::format("{}{}: {}", op, where, e.message()));

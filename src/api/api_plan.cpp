@@ -24,10 +24,9 @@ void copyOut(const std::string& text, char* buf, size_t capacity, size_t* needed
   }
 }
 
-std::vector<std::pair<std::string, std::string>> readOptions(const char* const* keys,
-                                                             const char* const* values, size_t n,
-                                                             std::span<const std::string_view> valid,
-                                                             std::string_view what) {
+std::vector<std::pair<std::string, std::string>> readOptions(
+    const char* const* keys, const char* const* values, size_t n,
+    std::span<const std::string_view> valid, std::string_view what) {
   std::vector<std::pair<std::string, std::string>> out;
   std::set<std::string> seen;
   for (size_t i = 0; i < n; ++i) {

@@ -4,19 +4,18 @@
 // (dims of size 1 may have any stride, as PyTorch produces them), non-NULL data. The backend then
 // sees plain compact buffers.
 #include <array>
-#include <string_view>
-
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "api/api_internal.h"
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
-#include "passes/pipeline.h"
 #include "ir/signature.h"
+#include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "support/env.h"
 #include "support/logging.h"
@@ -96,10 +95,11 @@ ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend ba
           strides += (k ? ", " : "") + std::to_string(t.strides[k]);
           shape += (k ? ", " : "") + std::to_string(t.shape[k]);
         }
-        throwError(ErrorCode::Unsupported,
-                   fmt::format("{} has strides [{}] for shape [{}], which is not compact row-major; "
-                               "pass a contiguous tensor",
-                               what, strides, shape));
+        throwError(
+            ErrorCode::Unsupported,
+            fmt::format("{} has strides [{}] for shape [{}], which is not compact row-major; "
+                        "pass a contiguous tensor",
+                        what, strides, shape));
       }
       expect *= t.shape[i];
     }
@@ -187,9 +187,7 @@ std::shared_ptr<const fusion::Plan> planFor(stitch_program_s& p,
   return plan;
 }
 
-const void* dataOf(const DLTensor& t) {
-  return static_cast<const char*>(t.data) + t.byte_offset;
-}
+const void* dataOf(const DLTensor& t) { return static_cast<const char*>(t.data) + t.byte_offset; }
 
 }  // namespace
 
@@ -207,7 +205,8 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
     auto config = std::make_shared<api::EngineConfig>();
     config->fusion = fusion::modeFromEnv();
-    for (const auto& [key, value] : api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
+    for (const auto& [key, value] :
+         api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
       if (key == "backend") backend = value;
       else config->fusion = fusion::parseMode(value);
     }

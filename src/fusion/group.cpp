@@ -23,8 +23,8 @@ PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
   isOutput.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
-    numel[i] = std::accumulate(shapes[i].begin(), shapes[i].end(), int64_t{1},
-                               std::multiplies<int64_t>());
+    numel[i] =
+        std::accumulate(shapes[i].begin(), shapes[i].end(), int64_t{1}, std::multiplies<int64_t>());
     bytes[i] = numel[i] * ir::dtypeBytes(node.type.dtype);
     kinds[i] = classify(node.op);
     for (int o : node.operands)
@@ -40,6 +40,8 @@ PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
       for (int o : g.nodes()[i].operands) live[o] = true;
   for (size_t i = 0; i < n; ++i)
     if (needsKernel(static_cast<int>(i))) planned.push_back(static_cast<int>(i));
+  memberStamp.assign(n, 0);
+  memberPos.assign(n, 0);
 }
 
 bool PlanContext::needsKernel(int node) const {
@@ -70,22 +72,30 @@ std::string shapeText(std::span<const int64_t> s) {
 // The analysis of one connected part with one domain.
 class Analyzer {
  public:
-  Analyzer(const PlanContext& ctx, const std::vector<int>& nodes)
-      : ctx_(ctx), nodes_(nodes), places_(nodes.size(), Place::Elem) {}
+  Analyzer(const PlanContext& ctx, const std::vector<int>& nodes, bool explain)
+      : ctx_(ctx), nodes_(nodes), explain_(explain), places_(nodes.size(), Place::Elem) {
+    stamp_ = ++ctx.stamp;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      ctx.memberStamp[nodes[i]] = stamp_;
+      ctx.memberPos[nodes[i]] = static_cast<uint32_t>(i);
+    }
+  }
 
   // Fills `out` and returns true, or sets reason_ and returns false.
   bool run(Kernel& out);
   const std::string& reason() const { return reason_; }
 
  private:
-  // nodes_ is sorted: membership and positions by binary search, no per-analysis hash maps.
-  bool in(int n) const { return std::binary_search(nodes_.begin(), nodes_.end(), n); }
-  size_t pos(int n) const {
-    return static_cast<size_t>(std::lower_bound(nodes_.begin(), nodes_.end(), n) - nodes_.begin());
-  }
+  // Membership and positions from the context's stamped scratch. Only one Analyzer is live at
+  // a time (analyses never nest), so the stamp of this one is current throughout.
+  bool in(int n) const { return ctx_.memberStamp[n] == stamp_; }
+  size_t pos(int n) const { return ctx_.memberPos[n]; }
   Place& place(int n) { return places_[pos(n)]; }
-  bool fail(std::string why) {
-    reason_ = std::move(why);
+  // Reasons are formatted only when asked for: the search rejects many candidates and only
+  // needs to know that they failed.
+  template <class F>
+  bool fail(F&& why) {
+    if (explain_) reason_ = why();
     return false;
   }
   const std::string& name(int n) const { return ctx_.graph.node(n).name; }
@@ -97,6 +107,8 @@ class Analyzer {
 
   const PlanContext& ctx_;
   const std::vector<int>& nodes_;
+  bool explain_;
+  uint32_t stamp_ = 0;
   std::vector<Place> places_;  // by position in nodes_
   std::string reason_;
 
@@ -192,15 +204,19 @@ bool Analyzer::placeValue(int n) {
     for (size_t i = 0; i < rank; ++i)
       if (!reduced_[i]) kept.push_back(domain_[i]);
     std::vector<int64_t> a, b;
-    for (int64_t d : kept) if (d != 1) a.push_back(d);
-    for (int64_t d : s) if (d != 1) b.push_back(d);
+    for (int64_t d : kept)
+      if (d != 1) a.push_back(d);
+    for (int64_t d : s)
+      if (d != 1) b.push_back(d);
     if (a == b) {
       place(n) = Place::Row;
       return true;
     }
   }
-  return fail(fmt::format("{} has shape {}, which does not fit the kernel's domain {}", name(n),
-                          shapeText(s), shapeText(domain_)));
+  return fail([&] {
+    return fmt::format("{} has shape {}, which does not fit the kernel's domain {}", name(n),
+                       shapeText(s), shapeText(domain_));
+  });
 }
 
 bool Analyzer::placeNodes() {
@@ -209,15 +225,19 @@ bool Analyzer::placeNodes() {
     const ir::Node& node = ctx_.graph.node(n);
     OpKind k = ctx_.kinds[n];
     if (k == OpKind::Composite && nodes_.size() > 1)
-      return fail(fmt::format("{} ({}) is a composite; it is planned alone until decomposed",
-                              node.name, ir::opName(node.op)));
+      return fail([&] {
+        return fmt::format("{} ({}) is a composite; it is planned alone until decomposed",
+                           node.name, ir::opName(node.op));
+      });
     if (k == OpKind::DataMovement)
       for (int o : node.operands)
         if (in(o))
-          return fail(fmt::format(
-              "{} ({}) would gather {} from this kernel's registers; staging it through a "
-              "shared-memory tile is not formed by this planner",
-              node.name, ir::opName(node.op), name(o)));
+          return fail([&] {
+            return fmt::format(
+                "{} ({}) would gather {} from this kernel's registers; staging it through a "
+                "shared-memory tile is not formed by this planner",
+                node.name, ir::opName(node.op), name(o));
+          });
     if (k != OpKind::Reduce) {
       if (!placeValue(n)) return false;
       continue;
@@ -233,8 +253,10 @@ bool Analyzer::placeNodes() {
     }
     if (n == dominant_ || sameAxes) {
       if (in(input) && place(input) != Place::Elem)
-        return fail(fmt::format("{} reduces {}, which is not one value per element", node.name,
-                                name(input)));
+        return fail([&] {
+          return fmt::format("{} reduces {}, which is not one value per element", node.name,
+                             name(input));
+        });
       place(n) = Place::Row;
       continue;
     }
@@ -242,15 +264,17 @@ bool Analyzer::placeNodes() {
     if (in(input) && place(input) == Place::Row && ctx_.numel[n] == 1 &&
         kind_ != MappingKind::Loop) {
       if (ctx_.mode != Mode::Stitch)
-        return fail(fmt::format("{} mode does not stitch across a grid barrier",
-                                modeName(ctx_.mode)));
+        return fail([&] {
+          return fmt::format("{} mode does not stitch across a grid barrier", modeName(ctx_.mode));
+        });
       place(n) = Place::Global;
       hasGlobalReduce_ = true;
       continue;
     }
-    return fail(fmt::format("{} reduces {} over other axes than the kernel's dominant {} ({})",
-                            node.name, shapeText(ctx_.shapes[input]), dom.name,
-                            shapeText(domain_)));
+    return fail([&] {
+      return fmt::format("{} reduces {} over other axes than the kernel's dominant {} ({})",
+                         node.name, shapeText(ctx_.shapes[input]), dom.name, shapeText(domain_));
+    });
   }
   return true;
 }
@@ -270,8 +294,7 @@ void Analyzer::layOut(Kernel& k) {
     m.width = RowWidth::Thread;
     if (kind_ == MappingKind::Loop || kind_ == MappingKind::RowReduce)
       m.blocks = std::max<int64_t>(1, ceilDiv(m.domain, kTaskElements));
-    else
-      m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, kTaskElements)));
+    else m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, kTaskElements)));
     if (kind_ == MappingKind::AllReduce) m.width = RowWidth::MultiBlock;
     return;
   }
@@ -470,30 +493,36 @@ void Analyzer::countWork(Kernel& k) {
 
 bool Analyzer::run(Kernel& k) {
   if (ctx_.mode == Mode::Off && nodes_.size() > 1)
-    return fail("fusion is off (STITCH_FUSION=off): one kernel per op");
+    return fail([] { return std::string("fusion is off (STITCH_FUSION=off): one kernel per op"); });
   chooseDomain();
   if (!placeNodes()) return false;
   int reductions = 0;
   for (int n : nodes_) reductions += ctx_.kinds[n] == OpKind::Reduce;
   if (ctx_.mode == Mode::Basic && reductions > 1)
-    return fail("basic mode allows one reduction per kernel");
+    return fail([] { return std::string("basic mode allows one reduction per kernel"); });
 
   k.nodes = nodes_;
   k.dominant = dominant_;
+  k.edges.reserve(2 * nodes_.size());
+  k.inputs.reserve(nodes_.size());
   layOut(k);
   // Edges and their schemes.
   const ir::Graph& g = ctx_.graph;
   for (int c : nodes_) {
+    size_t first = k.edges.size();  // this consumer's edges start here
     for (int p : g.node(c).operands) {
       if (!in(p)) continue;
-      if (std::any_of(k.edges.begin(), k.edges.end(),
-                      [&](const Edge& e) { return e.producer == p && e.consumer == c; }))
+      // An operand used twice (mul(x, x)) is one edge.
+      if (std::any_of(k.edges.begin() + static_cast<long>(first), k.edges.end(),
+                      [&](const Edge& e) { return e.producer == p; }))
         continue;
       Edge e{p, c, Scheme::Local, false};
       if (ctx_.kinds[p] == OpKind::Reduce) {
         if (ctx_.mode == Mode::Basic)
-          return fail(fmt::format("basic mode: the consumers of reduction {} start a new kernel",
-                                  name(p)));
+          return fail([&] {
+            return fmt::format("basic mode: the consumers of reduction {} start a new kernel",
+                               name(p));
+          });
         e.scheme = place(p) == Place::Global ? Scheme::Global : communicationScheme(k.mapping);
       } else if (place(p) == Place::Partial) {
         e.recompute = true;
@@ -512,20 +541,24 @@ bool Analyzer::run(Kernel& k) {
     for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
     if (!escapes) continue;
     if (place(n) == Place::Partial)
-      return fail(fmt::format("{} ({}) is smaller than the kernel's domain {} and varies along "
-                              "its reduced axes: no thread owns its store",
-                              name(n), shapeText(ctx_.shapes[n]), shapeText(domain_)));
+      return fail([&] {
+        return fmt::format(
+            "{} ({}) is smaller than the kernel's domain {} and varies along "
+            "its reduced axes: no thread owns its store",
+            name(n), shapeText(ctx_.shapes[n]), shapeText(domain_));
+      });
     k.outputs.push_back(n);
   }
   countWork(k);
   k.cost = estimateKernel(k.summary, ctx_.hw);
-  if (!k.cost.feasible) return fail(k.cost.infeasibleReason);
+  if (!k.cost.feasible) return fail([&] { return k.cost.infeasibleReason; });
   return true;
 }
 
 // Splits nodes into parts connected by producer->consumer edges inside the set.
 // `nodes` is sorted; union-find over positions.
-std::vector<std::vector<int>> connectedParts(const PlanContext& ctx, const std::vector<int>& nodes) {
+std::vector<std::vector<int>> connectedParts(const PlanContext& ctx,
+                                             const std::vector<int>& nodes) {
   std::vector<size_t> parent(nodes.size());
   std::iota(parent.begin(), parent.end(), size_t{0});
   auto find = [&](size_t x) {
@@ -535,7 +568,8 @@ std::vector<std::vector<int>> connectedParts(const PlanContext& ctx, const std::
   for (size_t i = 0; i < nodes.size(); ++i)
     for (int o : ctx.graph.node(nodes[i]).operands) {
       auto it = std::lower_bound(nodes.begin(), nodes.end(), o);
-      if (it != nodes.end() && *it == o) parent[find(static_cast<size_t>(it - nodes.begin()))] = find(i);
+      if (it != nodes.end() && *it == o)
+        parent[find(static_cast<size_t>(it - nodes.begin()))] = find(i);
     }
   std::vector<std::vector<int>> out;
   std::vector<int> partOf(nodes.size(), -1);
@@ -591,12 +625,12 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
 
 }  // namespace
 
-GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes) {
-  std::sort(nodes.begin(), nodes.end());
+GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes, bool explain) {
+  if (!std::is_sorted(nodes.begin(), nodes.end())) std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   STITCH_INTERNAL(!nodes.empty(), "empty kernel");
   GroupResult r;
-  Analyzer whole(ctx, nodes);
+  Analyzer whole(ctx, nodes, explain);
   if (whole.run(r.kernel)) {
     r.valid = true;
     return r;
@@ -609,7 +643,7 @@ GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes) {
   std::vector<Kernel> kernels;
   for (const std::vector<int>& part : parts) {
     Kernel k;
-    Analyzer a(ctx, part);
+    Analyzer a(ctx, part, explain);
     if (!a.run(k)) {
       r.reason = a.reason();
       return r;

@@ -39,14 +39,20 @@ class PlanContext {
   Mode mode;
   std::vector<std::vector<int64_t>> shapes;  // concrete, per node
   std::vector<int64_t> numel;
-  std::vector<int64_t> bytes;                // numel * dtype size
+  std::vector<int64_t> bytes;  // numel * dtype size
   std::vector<OpKind> kinds;
-  std::vector<std::vector<int>> consumers;   // op consumers, per node
+  std::vector<std::vector<int>> consumers;  // op consumers, per node
   std::vector<bool> isOutput;
-  std::vector<bool> live;                    // some graph output depends on it
+  std::vector<bool> live;  // some graph output depends on it
   // Nodes that need a kernel: live ops, plus sources that are graph outputs.
   std::vector<int> planned;
   bool needsKernel(int node) const;
+
+  // Scratch for the analysis: which nodes belong to the group being analyzed (a stamp per
+  // analysis) and where. Makes membership O(1); a context is used by one thread at a time.
+  mutable std::vector<uint32_t> memberStamp;
+  mutable std::vector<uint32_t> memberPos;
+  mutable uint32_t stamp = 0;
 };
 
 struct GroupResult {
@@ -55,7 +61,9 @@ struct GroupResult {
   Kernel kernel;       // when valid
 };
 
-// Analyzes the kernel made of `nodes` (ids of nodes needing kernels, any order).
-GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes);
+// Analyzes the kernel made of `nodes` (ids of nodes needing kernels, any order). With explain
+// false an invalid result carries no reason (the search only needs the verdict, and formatting
+// reasons for every rejected candidate would dominate planning time).
+GroupResult analyzeGroup(const PlanContext& ctx, std::vector<int> nodes, bool explain = true);
 
 }  // namespace stitch::fusion

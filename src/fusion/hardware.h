@@ -20,24 +20,24 @@
 namespace stitch::fusion {
 
 struct HardwareProfile {
-  std::string name;          // "sm_90", "sm_80", "gfx90a", "host"
-  std::string description;   // "NVIDIA H100 SXM (sm_90)"
-  int processors;            // SMs, CUs, or CPU cores
-  int warpSize;              // 32 on NVIDIA, 64 on gfx90a, SIMD lanes (f32) on the host
+  std::string name;         // "sm_90", "sm_80", "gfx90a", "host"
+  std::string description;  // "NVIDIA H100 SXM (sm_90)"
+  int processors;           // SMs, CUs, or CPU cores
+  int warpSize;             // 32 on NVIDIA, 64 on gfx90a, SIMD lanes (f32) on the host
   int maxThreadsPerProcessor;
   int maxBlocksPerProcessor;
   int maxThreadsPerBlock;
-  int registersPerProcessor;      // 32-bit registers
+  int registersPerProcessor;  // 32-bit registers
   int maxRegistersPerThread;
   int64_t sharedMemoryPerProcessor;  // bytes
   int64_t sharedMemoryPerBlock;      // bytes, the most one block may use
-  double memoryBandwidth;    // bytes/s that a well-formed streaming kernel reaches (not peak)
-  double memoryLatency;      // s, a dependent DRAM round trip
-  double launchOverhead;     // s per kernel launch (host-side + ramp)
-  double flops;              // simple f32 ops/s (add, mul, fma counted as one: issue rate)
-  double expensiveFlops;     // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
-  double blockSyncTime;      // s per __syncthreads-style barrier
-  double gridSyncTime;       // s per grid-wide barrier (cooperative launch)
+  double memoryBandwidth;  // bytes/s that a well-formed streaming kernel reaches (not peak)
+  double memoryLatency;    // s, a dependent DRAM round trip
+  double launchOverhead;   // s per kernel launch (host-side + ramp)
+  double flops;            // simple f32 ops/s (add, mul, fma counted as one: issue rate)
+  double expensiveFlops;   // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
+  double blockSyncTime;    // s per __syncthreads-style barrier
+  double gridSyncTime;     // s per grid-wide barrier (cooperative launch)
   bool isGpu;
 };
 

@@ -19,14 +19,14 @@ namespace stitch::fusion {
 
 enum class OpKind {
   Input,
-  Source,         // constant, full, iota: computed in place by their users
-  Cheap,          // elementwise, a few cycles
-  Expensive,      // elementwise transcendental or division
+  Source,     // constant, full, iota: computed in place by their users
+  Cheap,      // elementwise, a few cycles
+  Expensive,  // elementwise transcendental or division
   Reduce,
-  Reshape,        // free view
+  Reshape,  // free view
   BroadcastTo,
-  DataMovement,   // transpose, slice, concat: gathered reads
-  Composite,      // softmax, layer_norm, ...: planned as one opaque kernel if not decomposed
+  DataMovement,  // transpose, slice, concat: gathered reads
+  Composite,     // softmax, layer_norm, ...: planned as one opaque kernel if not decomposed
 };
 std::string_view opKindName(OpKind k);
 

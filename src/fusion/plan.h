@@ -60,10 +60,10 @@ struct Kernel {
   std::vector<int> nodes;  // node ids in topological order; no sources or inputs
   int dominant = -1;       // node id
   Mapping mapping;
-  std::vector<Edge> edges;    // every producer->consumer edge inside the kernel
-  std::vector<int> inputs;    // values read from global memory (graph inputs, other kernels)
-  std::vector<int> outputs;   // values written to global memory
-  int horizontalParts = 1;    // independent sub-kernels packed side by side (block ranges)
+  std::vector<Edge> edges;   // every producer->consumer edge inside the kernel
+  std::vector<int> inputs;   // values read from global memory (graph inputs, other kernels)
+  std::vector<int> outputs;  // values written to global memory
+  int horizontalParts = 1;   // independent sub-kernels packed side by side (block ranges)
   KernelSummary summary;
   KernelCost cost;
 };
@@ -77,11 +77,11 @@ struct CutEdge {
 
 struct Plan {
   Mode mode = Mode::Stitch;
-  std::string target;            // profile name
-  std::vector<Kernel> kernels;   // in an order that respects dependencies
+  std::string target;           // profile name
+  std::vector<Kernel> kernels;  // in an order that respects dependencies
   std::vector<CutEdge> cuts;
-  double time = 0;               // s, sum of kernel times
-  int64_t bytes = 0;             // global traffic of all kernels
+  double time = 0;    // s, sum of kernel times
+  int64_t bytes = 0;  // global traffic of all kernels
   // The same totals for the unfused plan (one kernel per op), for comparison.
   int unfusedKernels = 0;
   double unfusedTime = 0;

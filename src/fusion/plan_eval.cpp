@@ -24,8 +24,7 @@ ir::Attrs concreteAttrs(const ir::Attrs& attrs, const ir::Bindings& b) {
   for (const ir::Attr& a : attrs.list()) {
     if (const ir::Shape* s = std::get_if<ir::Shape>(&a.value))
       out.set(a.name, staticShape(ir::concretize(*s, b)));
-    else
-      out.set(a.name, a.value);
+    else out.set(a.name, a.value);
   }
   return out;
 }

@@ -26,8 +26,8 @@ constexpr double kMinGain = 1e-12;
 // Groups larger than this are not grown further: register pressure and compile time both grow
 // with kernel size, and it keeps the greedy search near-linear on huge graphs.
 constexpr size_t kMaxGroupNodes = 256;
-// Siblings of one shared input considered for horizontal packing, per input.
-constexpr size_t kSiblingWindow = 4;
+// Consumers of one shared value considered for horizontal packing: the nearest on each side.
+constexpr size_t kSiblingWindow = 1;
 
 struct NodeSetHash {
   size_t operator()(const std::vector<int>& v) const {
@@ -45,10 +45,16 @@ class Analyses {
   GroupResult get(const std::vector<int>& sortedNodes) const {
     return analyzeGroup(ctx_, sortedNodes);
   }
+  // Uncached: for the greedy pass on large graphs, where node sets seldom repeat and the cache
+  // would cost more than it saves.
+  double costOnce(const std::vector<int>& sortedNodes) const {
+    GroupResult r = analyzeGroup(ctx_, sortedNodes, /*explain=*/false);
+    return r.valid ? r.kernel.cost.time : kInf;
+  }
   double cost(const std::vector<int>& sortedNodes) {
     auto it = costs_.find(sortedNodes);
     if (it != costs_.end()) return it->second;
-    GroupResult r = analyzeGroup(ctx_, sortedNodes);
+    GroupResult r = analyzeGroup(ctx_, sortedNodes, /*explain=*/false);
     double c = r.valid ? r.kernel.cost.time : kInf;
     costs_.emplace(sortedNodes, c);
     return c;
@@ -72,6 +78,21 @@ struct Partition {
   std::vector<std::vector<int>> groups;  // sorted node lists; empty = merged away
   std::vector<double> costs;
   double total = 0;
+};
+
+// Visited marks for the cycle check, reused across searches: a stamp per search.
+struct Visited {
+  std::vector<uint32_t> mark;
+  uint32_t stamp = 0;
+  void reset(size_t n) {
+    if (mark.size() < n) mark.resize(n, 0);
+    ++stamp;
+  }
+  bool insert(int g) {
+    if (mark[g] == stamp) return false;
+    mark[g] = stamp;
+    return true;
+  }
 };
 
 Partition singletons(const PlanContext& ctx, Analyses& analyses) {
@@ -147,7 +168,9 @@ std::vector<int> partners(const PlanContext& ctx, const Partition& p, int g, boo
       const std::vector<int>& cs = ctx.consumers[o];
       auto pos = std::find(cs.begin(), cs.end(), n) - cs.begin();
       for (long k = std::max<long>(0, pos - static_cast<long>(kSiblingWindow));
-           k < std::min<long>(static_cast<long>(cs.size()), pos + static_cast<long>(kSiblingWindow) + 1); ++k) {
+           k < std::min<long>(static_cast<long>(cs.size()),
+                              pos + static_cast<long>(kSiblingWindow) + 1);
+           ++k) {
         int s = p.groupOf[cs[k]];
         if (s >= 0 && s != g) out.insert(s);
       }
@@ -171,15 +194,18 @@ struct Candidate {
 Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool allPairs) {
   std::vector<int> version(p.groups.size(), 0);
   std::priority_queue<Candidate> queue;
-  auto consider = [&](int a) {
+  // `later`: only partners after a, so the first sweep evaluates each pair once.
+  auto consider = [&](int a, bool later) {
     for (int b : partners(ctx, p, a, allPairs)) {
+      if (later && b < a) continue;
       if (p.groups[a].size() + p.groups[b].size() > kMaxGroupNodes) continue;
-      double c = analyses.cost(unite(p.groups[a], p.groups[b]));
+      std::vector<int> merged = unite(p.groups[a], p.groups[b]);
+      double c = allPairs ? analyses.cost(merged) : analyses.costOnce(merged);
       double gain = p.costs[a] + p.costs[b] - c;
       if (gain > kMinGain) queue.push({gain, a, b, version[a], version[b]});
     }
   };
-  for (size_t g = 0; g < p.groups.size(); ++g) consider(static_cast<int>(g));
+  for (size_t g = 0; g < p.groups.size(); ++g) consider(static_cast<int>(g), true);
   while (!queue.empty()) {
     Candidate c = queue.top();
     queue.pop();
@@ -187,13 +213,13 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
         version[c.b] != c.versionB)
       continue;
     if (!mergeIsAcyclic(ctx, p, c.a, c.b)) continue;
-    std::vector<int> merged = unite(p.groups[c.a], p.groups[c.b]);
-    applyMerge(p, c.a, c.b, analyses.cost(merged));
+    // The gain was measured when the candidate was queued; both groups are unchanged since.
+    applyMerge(p, c.a, c.b, p.costs[c.a] + p.costs[c.b] - c.gain);
     int kept = p.groups[c.a].empty() ? c.b : c.a;
     int gone = kept == c.a ? c.b : c.a;
     ++version[kept];
     ++version[gone];
-    consider(kept);
+    consider(kept, false);
   }
   return p;
 }
@@ -202,9 +228,8 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
 // greedy it also follows merges that cost something now, when they open a better merge later.
 Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds,
                int width) {
-  Partition best = *std::min_element(seeds.begin(), seeds.end(), [](const auto& x, const auto& y) {
-    return x.total < y.total;
-  });
+  Partition best = *std::min_element(
+      seeds.begin(), seeds.end(), [](const auto& x, const auto& y) { return x.total < y.total; });
   std::vector<Partition> frontier = std::move(seeds);
   std::set<std::vector<int>> seen;
   auto key = [](const Partition& p) {
@@ -236,7 +261,8 @@ Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition
         if (taken >= kSuccessorsPerState) break;
         if (!mergeIsAcyclic(ctx, p, ab.first, ab.second)) continue;
         Partition q = p;
-        applyMerge(q, ab.first, ab.second, analyses.cost(unite(p.groups[ab.first], p.groups[ab.second])));
+        applyMerge(q, ab.first, ab.second,
+                   analyses.cost(unite(p.groups[ab.first], p.groups[ab.second])));
         if (!seen.insert(key(q)).second) continue;
         ++taken;
         next.push_back(std::move(q));
@@ -406,9 +432,8 @@ Mode parseMode(std::string_view name) {
   if (name == "stitch") return Mode::Stitch;
   if (name == "basic") return Mode::Basic;
   if (name == "off") return Mode::Off;
-  throwError(ErrorCode::InvalidArgument,
-             fmt::format("unknown fusion mode '{}'; valid modes: {}", name,
-                         env::joinChoices(kModes)));
+  throwError(ErrorCode::InvalidArgument, fmt::format("unknown fusion mode '{}'; valid modes: {}",
+                                                     name, env::joinChoices(kModes)));
 }
 
 Mode modeFromEnv() {
@@ -435,7 +460,8 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
           if (options.mode == Mode::Stitch) {
             PlanContext basicCtx(g, bindings, hw, Mode::Basic);
             Analyses basicAnalyses(basicCtx);
-            Partition b = greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), true);
+            Partition b =
+                greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), true);
             b.total = 0;
             for (size_t i = 0; i < b.groups.size(); ++i)
               if (!b.groups[i].empty()) b.total += b.costs[i] = analyses.cost(b.groups[i]);
@@ -465,15 +491,21 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
     plan.unfusedTime += r.kernel.cost.time;
     plan.unfusedBytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
   }
-  for (int c : ctx.planned)
-    for (int o : g.node(c).operands) {
-      int a = best.groupOf[o], b = best.groupOf[c];
-      if (a < 0 || a == b) continue;
-      if (std::any_of(plan.cuts.begin(), plan.cuts.end(),
-                      [&](const CutEdge& e) { return e.producer == o && e.consumer == c; }))
+  // Every edge between two kernels gets the reason of that kernel pair (computed once a pair).
+  std::map<std::pair<int, int>, std::string> reasons;
+  for (int c : ctx.planned) {
+    const std::vector<int>& ops = g.node(c).operands;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      int o = ops[i], a = best.groupOf[o], b = best.groupOf[c];
+      if (a < 0 || a == b ||
+          std::find(ops.begin(), ops.begin() + static_cast<long>(i), o) !=
+              ops.begin() + static_cast<long>(i))
         continue;
-      plan.cuts.push_back({o, c, cutReason(ctx, analyses, best, a, b)});
+      auto [it, fresh] = reasons.try_emplace({a, b});
+      if (fresh) it->second = cutReason(ctx, analyses, best, a, b);
+      plan.cuts.push_back({o, c, it->second});
     }
+  }
   return plan;
 }
 

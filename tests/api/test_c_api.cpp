@@ -155,7 +155,7 @@ TEST(CApi, EngineOptionsAndBackends) {
   const char* k1[] = {"colour"};
   const char* v1[] = {"blue"};
   EXPECT_EQ(stitch_engine_create(k1, v1, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("valid options: backend"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("valid options: backend, fusion"), std::string::npos) << lastError();
   const char* k[] = {"backend"};
   const char* bogus[] = {"tpu"};
   EXPECT_EQ(stitch_engine_create(k, bogus, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);
@@ -169,6 +169,41 @@ TEST(CApi, EngineOptionsAndBackends) {
   ASSERT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_OK);
   EXPECT_STREQ(stitch_engine_backend(e), "reference");  // what auto picks in this build
   stitch_engine_destroy(e);
+}
+
+TEST(CApi, ExplainPlan) {
+  stitch::Graph g = stitch::Graph::parse(kSoftmax);
+  std::string text = g.explainPlan({{"target", "sm_80"}}, {{"N", 1024}});
+  EXPECT_NE(text.find("target sm_80, 1 kernel"), std::string::npos) << text;
+  std::string json = g.explainPlan({{"format", "json"}, {"fusion", "off"}}, {{"N", 8}});
+  EXPECT_NE(json.find("\"kernels\""), std::string::npos) << json;
+  // Every symbol needs a size; options are checked.
+  EXPECT_THROW(g.explainPlan({}, {}), stitch::Error);
+  EXPECT_NE(lastError().find("symbolic dim N"), std::string::npos) << lastError();
+  EXPECT_THROW(g.explainPlan({{"target", "sm_75"}}, {{"N", 8}}), stitch::Error);
+  EXPECT_NE(lastError().find("sm_90, sm_80, gfx90a, host"), std::string::npos) << lastError();
+  EXPECT_THROW(g.explainPlan({{"speed", "max"}}, {{"N", 8}}), stitch::Error);
+  EXPECT_THROW(g.explainPlan({}, {{"N", -1}}), stitch::Error);
+  EXPECT_EQ(stitch_graph_explain_plan(nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr,
+                                      0, nullptr),
+            STITCH_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, FusionIsAnEngineOption) {
+  stitch_engine_t e = nullptr;
+  const char* k[] = {"backend", "fusion"};
+  const char* v[] = {"reference", "basic"};
+  ASSERT_EQ(stitch_engine_create(k, v, 2, &e), STITCH_OK) << lastError();
+  stitch_engine_destroy(e);
+  const char* bad[] = {"reference", "maximal"};
+  EXPECT_EQ(stitch_engine_create(k, bad, 2, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("stitch, basic, off"), std::string::npos) << lastError();
+  const char* twice[] = {"backend", "backend"};
+  EXPECT_EQ(stitch_engine_create(twice, v, 2, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  setenv("STITCH_DUMP", "plan,llvm", 1);
+  EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("valid values: plan"), std::string::npos) << lastError();
+  unsetenv("STITCH_DUMP");
 }
 
 TEST(CApi, EnvironmentToggles) {

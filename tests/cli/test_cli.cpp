@@ -115,6 +115,64 @@ TEST(Cli, BadInvocationsExitWithDesignCodes) {
   EXPECT_EQ(r.code, 3) << r.out;
 }
 
+TEST(Cli, PlanExplainsEveryExample) {
+  for (const auto& entry : fs::directory_iterator(fs::path(STITCH_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() != ".stitch") continue;
+    for (const char* format : {"text", "json", "dot"}) {
+      Result r = runCli("plan " + entry.path().string() + " --format " + format);
+      EXPECT_EQ(r.code, 0) << entry.path() << " " << format << "\n" << r.out;
+    }
+  }
+}
+
+TEST(Cli, PlanShowsKernelsSchemesAndTotals) {
+  std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  Result r = runCli("plan " + ln + " --graph layer_norm --dim N=4096");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("mode stitch, target sm_90, 1 kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("row_reduce warp-per-row"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[mean: warp]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unfused: 9 kernels"), std::string::npos) << r.out;
+  r = runCli("plan " + ln + " --graph layer_norm --dim N=4096 --fusion basic");
+  EXPECT_NE(r.out.find("cut edges:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("basic mode"), std::string::npos) << r.out;
+  r = runCli("plan " + ln + " --graph layer_norm --dim N=4096 --target gfx90a --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\"kernels\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"ops\""), std::string::npos);
+  EXPECT_NE(r.out.find("gfx90a"), std::string::npos);
+  r = runCli("plan " + ln + " --graph layer_norm --format dot", "STITCH_FUSION=off");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("digraph"), std::string::npos);
+  EXPECT_EQ(runCli("plan " + ln + " --target sm_75").code, 2);
+  EXPECT_EQ(runCli("plan " + ln + " --format yaml").code, 2);
+  EXPECT_EQ(runCli("plan " + ln + " --fusion max").code, 2);
+  EXPECT_EQ(runCli("plan " + ln, "STITCH_FUSION=max").code, 2);
+  EXPECT_EQ(runCli("plan " + ln + " --check").code, 2);   // an option of run, not plan
+  EXPECT_EQ(runCli("run " + ln + " --target host").code, 2);
+}
+
+TEST(Cli, DumpPlanWritesOnePlanPerSignature) {
+  fs::path dir = fs::temp_directory_path() / "stitch_dump_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string sm = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  Result r = runCli("run " + sm + " --graph softmax --dim N=4 --iters 2",
+                    "STITCH_DUMP=plan STITCH_DUMP_DIR=" + dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    ++files;
+    std::ifstream f(e.path());
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("# signature f32[4,1024];"), std::string::npos) << text;
+    EXPECT_NE(text.find("kernel 0"), std::string::npos) << text;
+  }
+  EXPECT_EQ(files, 1);  // three runs of one signature: planned once
+  EXPECT_EQ(runCli("run " + sm, "STITCH_DUMP=ptx").code, 2);
+}
+
 TEST(Cli, VersionAndHelp) {
   Result r = runCli("--version");
   EXPECT_EQ(r.code, 0);
