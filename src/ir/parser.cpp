@@ -79,6 +79,9 @@ class Parser {
   [[noreturn]] void expected(std::string_view what, const Token& got) const;
   Token expect(Tok kind, std::string_view what);
   void skipNewlines();
+  // After a list element: consumes ',' (true: another element follows) or `close` (false), with
+  // newlines skipped; anything else is an error naming `what`.
+  bool listContinues(Tok close, std::string_view what);
   void expectEndOfLine(std::string_view after);
 
   Graph parseGraph();
@@ -181,17 +184,7 @@ Graph Parser::parseGraph() {
       } catch (const Error& e) {
         fail(p.pos, e.message());
       }
-      skipNewlines();
-      Token sep = lex_.peek();
-      if (sep.is(Tok::Comma)) {
-        lex_.next();
-        continue;
-      }
-      if (sep.is(Tok::RParen)) {
-        lex_.next();
-        break;
-      }
-      expected("',' or ')' after the parameter", sep);
+      if (!listContinues(Tok::RParen, "',' or ')' after the parameter")) break;
     }
   }
   skipNewlines();
@@ -259,18 +252,19 @@ TensorType Parser::parseType() {
                               describe(d)));
     else expected("a dim (an integer or a symbol)", d);
     lex_.next();
-    skipNewlines();
-    Token sep = lex_.peek();
-    if (sep.is(Tok::Comma)) {
-      lex_.next();
-      continue;
-    }
-    if (sep.is(Tok::RBracket)) {
-      lex_.next();
-      return TensorType{*dtype, shape};
-    }
-    expected("',' or ']' in the type", sep);
+    if (listContinues(Tok::RBracket, "',' or ']' in the type")) continue;
+    return TensorType{*dtype, shape};
   }
+}
+
+bool Parser::listContinues(Tok close, std::string_view what) {
+  skipNewlines();
+  Token sep = lex_.peek();
+  if (sep.is(Tok::Comma) || sep.is(close)) {
+    lex_.next();
+    return sep.is(Tok::Comma);
+  }
+  expected(what, sep);
 }
 
 void Parser::checkFresh(const Token& name) const {
@@ -337,17 +331,7 @@ void Parser::parseStatement(GraphBuilder& b) {
                                     describe(a.tok)));
       sawKey = sawKey || a.isKey;
       args.push_back(std::move(a));
-      skipNewlines();
-      Token sep = lex_.peek();
-      if (sep.is(Tok::Comma)) {
-        lex_.next();
-        continue;
-      }
-      if (sep.is(Tok::RParen)) {
-        lex_.next();
-        break;
-      }
-      expected("',' or ')'", sep);
+      if (!listContinues(Tok::RParen, "',' or ')'")) break;
     }
   }
   expectEndOfLine("the statement");
@@ -415,17 +399,7 @@ AttrValue Parser::parseAttrValue(Arg& arg) {
       expected("a list element (an integer or a symbol)", e);
     }
     lex_.next();
-    skipNewlines();
-    Token sep = lex_.peek();
-    if (sep.is(Tok::Comma)) {
-      lex_.next();
-      continue;
-    }
-    if (sep.is(Tok::RBracket)) {
-      lex_.next();
-      break;
-    }
-    expected("',' or ']' in the list", sep);
+    if (!listContinues(Tok::RBracket, "',' or ']' in the list")) break;
   }
   if (anySymbol) return dims;
   return ints;
