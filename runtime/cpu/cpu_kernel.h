@@ -1,0 +1,39 @@
+// The contract between the host code generator and the CPU executor.
+//
+// A compiled host kernel is a plain C function over the kernel's buffers (its inputs, then its
+// outputs, each a pointer to compact row-major data in the value's dtype) that computes the
+// parallel units [begin, end) of its mapping: rows of a reduction, or chunks of a loop. Units are
+// independent, so the executor splits [0, units) into tasks on its thread pool; a kernel whose
+// plan needs a grid-wide barrier is compiled as several phases, each a CompiledKernel of its own,
+// run one after the other with their scratch values in the program's arena.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace stitch::rt::cpu {
+
+using KernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+// One buffer a kernel reads or writes: a graph value (node id) or an arena scratch slot.
+struct KernelBuffer {
+  int value = -1;        // node id in the planned graph; -1 for scratch
+  int scratch = -1;      // scratch slot index when value == -1
+  ir::DType dtype = ir::DType::F32;
+  int64_t elements = 0;
+};
+
+struct CompiledKernel {
+  KernelFn fn = nullptr;
+  int64_t units = 0;  // parallel units: fn(buffers, 0, units) does the whole kernel
+  int64_t grain = 1;  // units per task that keep a task worth its dispatch (>= 1)
+  std::vector<KernelBuffer> inputs;
+  std::vector<KernelBuffer> outputs;
+  // Keeps the code alive (e.g. the JIT resource tracker) as long as the kernel is used.
+  std::shared_ptr<const void> owner;
+};
+
+}  // namespace stitch::rt::cpu
