@@ -26,6 +26,10 @@ constexpr double kMinGain = 1e-12;
 // Groups larger than this are not grown further: register pressure and compile time both grow
 // with kernel size, and it keeps the greedy search near-linear on huge graphs.
 constexpr size_t kMaxGroupNodes = 256;
+// Up to this many planned ops, every pair of kernels is a merge candidate (reaching horizontal
+// packings of unrelated ops); above it, only kernels that exchange or share values, which keeps
+// each search step linear in the graph.
+constexpr size_t kAllPairsMaxOps = 32;
 // Consumers of one shared value considered for horizontal packing: the nearest on each side.
 constexpr size_t kSiblingWindow = 1;
 
@@ -227,7 +231,7 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
 // Beam search over merge sequences, seeded with the greedy result and the singletons. Unlike
 // greedy it also follows merges that cost something now, when they open a better merge later.
 Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds,
-               int width) {
+               int width, bool allPairs) {
   Partition best = *std::min_element(
       seeds.begin(), seeds.end(), [](const auto& x, const auto& y) { return x.total < y.total; });
   std::vector<Partition> frontier = std::move(seeds);
@@ -241,14 +245,16 @@ Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition
   };
   for (const Partition& p : frontier) seen.insert(key(p));
   constexpr int kSuccessorsPerState = 8;
+  // On larger graphs the beam refines the greedy plans locally: a bounded number of steps.
+  const int maxSteps = allPairs ? std::numeric_limits<int>::max() : 16;
   int stale = 0;
-  while (!frontier.empty() && stale < 3) {
+  for (int step = 0; !frontier.empty() && stale < 3 && step < maxSteps; ++step) {
     std::vector<Partition> next;
     for (const Partition& p : frontier) {
       std::vector<std::pair<double, std::pair<int, int>>> moves;
       for (size_t a = 0; a < p.groups.size(); ++a) {
         if (p.groups[a].empty()) continue;
-        for (int b : partners(ctx, p, static_cast<int>(a), true)) {
+        for (int b : partners(ctx, p, static_cast<int>(a), allPairs)) {
           if (b <= static_cast<int>(a)) continue;
           double c = analyses.cost(unite(p.groups[a], p.groups[b]));
           if (c == kInf) continue;
@@ -449,26 +455,28 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
   Partition best = start;
   if (options.mode != Mode::Off && !ctx.planned.empty()) {
     bool small = static_cast<int>(ctx.planned.size()) <= options.beamMaxOps;
+    bool tiny = ctx.planned.size() <= kAllPairsMaxOps;
     switch (options.search) {
-      case Search::Greedy: best = greedy(ctx, analyses, start, small); break;
+      case Search::Greedy: best = greedy(ctx, analyses, start, tiny); break;
       case Search::Beam: {
-        std::vector<Partition> seeds = {greedy(ctx, analyses, start, small)};
+        std::vector<Partition> seeds = {greedy(ctx, analyses, start, tiny)};
         if (small) {
-          seeds.push_back(start);
+          // From the singletons only where the beam can afford to redo every merge.
+          if (tiny) seeds.push_back(start);
           // Basic's plan is a stitch plan too; seeding with it keeps stitch from ever losing to
           // basic where greedy stitching wanders into a worse corner.
           if (options.mode == Mode::Stitch) {
             PlanContext basicCtx(g, bindings, hw, Mode::Basic);
             Analyses basicAnalyses(basicCtx);
             Partition b =
-                greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), true);
+                greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), tiny);
             b.total = 0;
             for (size_t i = 0; i < b.groups.size(); ++i)
               if (!b.groups[i].empty()) b.total += b.costs[i] = analyses.cost(b.groups[i]);
             seeds.push_back(std::move(b));
           }
         }
-        best = small ? beam(ctx, analyses, std::move(seeds), options.beamWidth) : seeds[0];
+        best = small ? beam(ctx, analyses, std::move(seeds), options.beamWidth, tiny) : seeds[0];
         break;
       }
       case Search::Exhaustive: best = exhaustive(ctx, analyses, start); break;

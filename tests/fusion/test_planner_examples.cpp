@@ -145,7 +145,7 @@ TEST(PlannerExamples, EveryExamplePlanRunsToTheUnfusedAnswer) {
       ir::Graph opt = passes::runPasses(g);
       // Small sizes: the reference evaluates every kernel.
       ir::Bindings b;
-      for (const std::string& s : g.symbols()) b[s] = 3;
+      for (const std::string& s : g.symbols()) b[s] = 2;
       std::vector<reference::HostTensor> inputs = st::randomInputs(opt, b, 7);
       std::vector<std::vector<uint8_t>> bufs;
       std::vector<reference::TensorView> views;
@@ -158,7 +158,7 @@ TEST(PlannerExamples, EveryExamplePlanRunsToTheUnfusedAnswer) {
       for (Mode mode : {Mode::Stitch, Mode::Basic, Mode::Off}) {
         PlannerOptions o;
         o.mode = mode;
-        for (const char* target : {"sm_90", "sm_80", "gfx90a", "host"}) {
+        for (const char* target : {"sm_90", "host"}) {
           Plan p = planGraph(opt, b, *findProfile(target), o);
           EXPECT_EQ(st::compareOutputs(want, evaluatePlan(opt, p, views), 0.0), "")
               << g.name() << " " << modeName(mode) << " " << target;
