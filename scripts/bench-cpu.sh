@@ -48,8 +48,12 @@ else
 import json, sys
 r = json.load(open(sys.prefix + "/peers.json"))
 t = r.get("torch", {})
-print(f"PyTorch {t.get('version', '?')} from PyPI: {t.get('how', '?')}; the venv's peers took "
-      f"{r.get('download_mb_total', '?')} MB of wheels in all (.venv-bench/peers.json).")
+if r.get("steps"):
+    print(f"PyTorch {t.get('version', '?')} from PyPI: {t.get('how', '?')}; the venv's peers took "
+          f"{r.get('download_mb_total', '?')} MB of wheels in all (.venv-bench/peers.json).")
+else:
+    print(f"PyTorch {t.get('version', '?')} from PyPI, in a .venv-bench made before peers.json "
+          f"recorded how (delete .venv-bench to reinstall and record it).")
 PY
 )
   torch_args=(--torch-note "$note")

@@ -13,6 +13,10 @@ libtorch links a few of those libraries, so `import torch` needs them. So:
   3. if that does not converge: plain `pip install torch` (everything);
   4. if torch still does not import: report failure (exit 3), and bench-cpu.sh falls back to
      Debian's python3-torch 1.13 (eager only, no torch.compile), saying so in the report.
+What step 2 adds depends on the machine: where the CUDA 13 toolkit's libraries are on the loader
+path (/usr/local/cuda-13.0/lib on the development machines), torch 2.15 needed only cuFile,
+cuSPARSELt, NVSHMEM and a newer NCCL (~520 MB of wheels, against several GB for the full set);
+elsewhere the loop installs each further library torch reports missing.
 JAX (`jax[cpu]`), numpy and matplotlib install normally (they are CPU wheels).
 """
 

@@ -190,7 +190,10 @@ def peer_torch(job: dict) -> dict:
     else:
         try:
             import torch._inductor.config as icfg
-            res["inductor_cpp_compiler"] = str(getattr(icfg.cpp, "cxx", "?"))
+            cxx = getattr(icfg.cpp, "cxx", "?")
+            if isinstance(cxx, (tuple, list)):  # (None, "g++"): the first found is used
+                cxx = ", ".join(c for c in cxx if c)
+            res["inductor_cpp_compiler"] = str(cxx)
         except Exception as e:  # only informative
             res["inductor_cpp_compiler"] = f"? ({e})"
     for gname, shapes in job["graphs"].items():
@@ -378,7 +381,8 @@ def fmt_s(x):
 
 
 def machine_info() -> dict:
-    info = {"model": platform.processor() or "?", "cores": os.cpu_count(), "mem_gib": None}
+    info = {"model": platform.processor() or "?", "cores": os.cpu_count(), "mem_gib": None,
+            "load": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
     try:
         out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
         kv = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
@@ -414,7 +418,8 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend) -> str
     mem = f"{minfo['mem_gib']:.0f} GiB" if minfo.get("mem_gib") else "?"
     L.append(f"Machine: {minfo['model']}, {minfo['cores']} CPUs, {mem} memory, "
              f"{platform.system()} {platform.release()}; "
-             f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. "
+             f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; "
+             f"load average {minfo['load']} at the start (other work on the machine skews every column). "
              f"Medians of {a.iters} runs after {a.warmup} warm-up run{'s' if a.warmup > 1 else ''}; float32; all {a.threads} threads "
              f"for every contender (Stitch: STITCH_NUM_THREADS; torch.set_num_threads; XLA's default pool).")
     L.append("")
