@@ -243,7 +243,7 @@ void DiskCache::rejectCorrupt(const fs::path& path, const std::string& why, uint
   stitch::log().warn("kernel cache: ignoring corrupt entry {}: {}", path.string(), why);
   // Remove it only if it is still the file we read: another process may have just renamed a good
   // entry into its place. (A narrow race remains; losing a good entry only costs a recompile.)
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_dev) == dev &&
       static_cast<uint64_t>(st.st_ino) == ino)
     ::unlink(path.c_str());
@@ -258,7 +258,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
     stitch::log().debug("kernel cache: disk miss {} ({})", path.string(), errnoText());
     return std::nullopt;
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     stats_.diskMiss();
     stitch::log().debug("kernel cache: disk miss {} (not a regular file)", path.string());
@@ -309,8 +309,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
 void DiskCache::writeFailed(const std::string& what) {
   if (!warnedWrite_.exchange(true))
     stitch::log().warn("kernel cache: {}; compiled kernels are kept in memory only", what);
-  else
-    stitch::log().debug("kernel cache: {}", what);
+  else stitch::log().debug("kernel cache: {}", what);
 }
 
 void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
