@@ -130,8 +130,8 @@ void CacheStatsCounter::reset() {
 
 namespace {
 
-void putLE(std::vector<uint8_t>& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+void putLE(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 uint64_t getLE(const uint8_t* p, int bytes) {
@@ -225,15 +225,19 @@ fs::path DiskCache::pathFor(const CacheKey& key) const {
 
 std::vector<uint8_t> DiskCache::encode(const std::string& canonicalKey,
                                        std::span<const uint8_t> payload) {
-  std::vector<uint8_t> out;
-  out.reserve(kDiskHeaderBytes + canonicalKey.size() + payload.size());
-  out.insert(out.end(), kDiskMagic.begin(), kDiskMagic.end());
-  putLE(out, kDiskFormatVersion, 4);
-  putLE(out, canonicalKey.size(), 4);
-  putLE(out, payload.size(), 8);
-  putLE(out, fnv1a64(payload), 8);
-  out.insert(out.end(), canonicalKey.begin(), canonicalKey.end());
-  out.insert(out.end(), payload.begin(), payload.end());
+  // Sized once and filled by offset (growing it with insert() trips a GCC 12 -O2 false
+  // -Wstringop-overflow).
+  std::vector<uint8_t> out(kDiskHeaderBytes + canonicalKey.size() + payload.size());
+  uint8_t* p = out.data();
+  std::memcpy(p, kDiskMagic.data(), kDiskMagic.size());
+  putLE(p + 8, kDiskFormatVersion, 4);
+  putLE(p + 12, canonicalKey.size(), 4);
+  putLE(p + 16, payload.size(), 8);
+  putLE(p + 24, fnv1a64(payload), 8);
+  if (!canonicalKey.empty())
+    std::memcpy(p + kDiskHeaderBytes, canonicalKey.data(), canonicalKey.size());
+  if (!payload.empty())
+    std::memcpy(p + kDiskHeaderBytes + canonicalKey.size(), payload.data(), payload.size());
   return out;
 }
 
