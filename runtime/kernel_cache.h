@@ -1,0 +1,429 @@
+// The kernel cache: compiled kernels keyed by everything that went into compiling them.
+//
+// Why
+// ---
+// A program is shape-polymorphic: the first run with a new input signature plans, generates and
+// compiles concrete kernels (NVRTC: ~30 ms a kernel, LLVM ORC: ~10 ms), every later run with that
+// signature must cost a few microseconds of host time, and a new process should not pay the
+// compile again. So compiled artifacts are cached twice: in memory for this process, on disk
+// across processes and runs (tinygrad's on-disk compile cache, nvFuser's FusionExecutorCache).
+//
+// The key (CacheKey)
+// ------------------
+// Everything the compiled bytes depend on, and nothing else:
+//   - the graph fingerprint: a 64-bit hash of the kernel's canonical text, computed by the caller
+//     (the code generator); two graphs that print alike compile alike;
+//   - per input: dtype, concrete shape, strides (empty: compact row-major) and alignment class
+//     (the largest power of two, capped by the caller, that divides the data pointer: vectorized
+//     loads are only legal on aligned data, so alignment changes the code);
+//   - the target ("sm_90", "gfx90a", "host-x86_64-avx2": the code is only valid there);
+//   - the compile options, as one string (e.g. "-O3 --use_fast_math");
+//   - the library version (STITCH_VERSION_STRING): a new release may emit different code for the
+//     same key, and old entries must not be reused by it.
+// CacheKey::canonical() prints these as a stable, unambiguous text (free-form strings are length
+// prefixed, so no choice of target or options can make two keys print alike). CacheKey::hash() is
+// FNV-1a 64 of that text: the same on every machine, compiler and run (std::hash promises none of
+// that). The hash only names the file; the full canonical text is the identity, kept in memory
+// as the LRU key and stored in every file header, so a hash collision reads as a miss.
+//
+// Two layers (KernelCache::getOrCompile)
+// --------------------------------------
+//   memory hit                -> the loaded value (a shared_ptr; eviction never frees a kernel
+//                                someone still holds)
+//   else disk hit             -> load(bytes); if load throws, the entry is counted corrupt,
+//                                compiled again and rewritten
+//   else                      -> compile() -> bytes, store to disk, load(bytes), keep in memory.
+// The memory layer (LruCache) is bounded by a number of entries and evicts the least recently
+// used one (a get counts as a use). The disk layer is unbounded: entries are small (a cubin is
+// tens of KB) and the directory is the user's to clear; `rm -rf` on it is always safe.
+//
+// On-disk format (DiskCache), one file per entry: DIR/<hash as 16 lowercase hex>.stitchk
+//   offset  size  field (integers little-endian)
+//        0     8  magic "STITCHK1"
+//        8     4  format version (kDiskFormatVersion)
+//       12     4  K: length of the canonical key
+//       16     8  P: payload size in bytes
+//       24     8  FNV-1a 64 checksum of the payload
+//       32     K  the canonical key text
+//     32+K     P  the payload (the compiled bytes, opaque to the cache)
+// The file is exactly 32 + K + P bytes long. Only names ending in ".stitchk" that are 16 hex
+// digits long are ever read; any other file in the directory is ignored.
+//
+// Atomicity and crashes
+// ---------------------
+// store() writes a temporary file in the same directory (".tmp-<hash>-<pid>-<tid>-<n>.stitchk~",
+// opened O_EXCL so no two writers share one), fsyncs it, then rename()s it over the final name.
+// rename() within a directory is atomic on POSIX, so a reader opens either the old complete file
+// or the new complete one, never a half-written file. A crash between the two leaves a stray
+// temporary file, which is never read (not cleaned up either: see "Not done" below).
+//
+// Corruption
+// ----------
+// load() never trusts an entry: a short file, a wrong magic or version, a size that does not add
+// up, another key in the header (a collision or a file copied from elsewhere) or a bad checksum
+// each make it a miss, counted in corruptEntries and logged at warn; the file is then deleted (only
+// if it is still the same file: another process may have replaced it with a good one meanwhile),
+// and the recompile that follows writes a good one. A missing entry is a miss logged at debug.
+//
+// Failures
+// --------
+// The cache is an optimization: failing to create the directory or to write an entry is logged
+// (warn the first time for a DiskCache, debug after that) and ignored, never thrown, and the
+// program goes on with the memory layer. Only a bad STITCH_CACHE value is an error.
+//
+// Concurrency
+// -----------
+// LruCache and the statistics are guarded by a mutex / atomics; KernelCache is safe to call from
+// any number of threads. Callers racing on one key do not all compile: the first registers the key
+// as in flight and the others wait on its std::shared_future (if that compile throws, they get the
+// same exception; the next call tries again). No lock is held while compiling or loading. Across
+// processes nothing is locked: two processes may both compile the same key and both rename their
+// file into place; both files are complete and valid, and the last rename wins.
+//
+// Statistics (CacheStats)
+// -----------------------
+// memoryHits / memoryMisses per getOrCompile call; diskHits / diskMisses per disk lookup made after
+// a memory miss (none when the disk layer is off); diskWrites per entry renamed into place;
+// corruptEntries for entries rejected on load (by the disk layer or by the loader); compiles and
+// compileSeconds for calls of compile(). Each miss is logged at debug level, and the totals when
+// a KernelCache is destroyed (KernelCache::logStats() logs them on demand).
+//
+// Environment (DESIGN.md, "Environment toggles")
+// ----------------------------------------------
+// STITCH_CACHE: 1 or unset enables the disk layer, 0 disables it, anything else is an
+// InvalidArgument error listing 0, 1. STITCH_CACHE_DIR: the directory; if unset,
+// $XDG_CACHE_HOME/stitch (when XDG_CACHE_HOME is an absolute path), else $HOME/.cache/stitch; with
+// none of them the disk layer is off (a warning says so). The directory is created (mkdir -p) on
+// the first store.
+//
+// Not done: stray temporary files of crashed writers are not removed, and the directory has no
+// size bound.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <future>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "support/error.h"
+#include "support/logging.h"
+
+namespace stitch::rt {
+
+// FNV-1a 64 over bytes: stable across machines and runs. Used for key hashes and checksums.
+uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t seed = 0xcbf29ce484222325ULL);
+uint64_t fnv1a64(std::string_view text);
+
+// One input of a kernel as the compiled code sees it.
+struct InputSignature {
+  ir::DType dtype = ir::DType::F32;
+  std::vector<int64_t> shape;    // concrete extents
+  std::vector<int64_t> strides;  // in elements; empty: compact row-major
+  uint32_t alignment = 16;       // alignment class of the data pointer, in bytes
+};
+
+struct CacheKey {
+  uint64_t graphFingerprint = 0;  // hash of the kernel's canonical text (from the caller)
+  std::vector<InputSignature> inputs;
+  std::string target;   // "sm_90", "gfx90a", "host-x86_64-avx2", ...
+  std::string options;  // compile options, as one string
+  std::string version = STITCH_VERSION_STRING;
+
+  // A stable, unambiguous text naming every field; a change of its format must come with a new
+  // kCanonicalKeyFormat (tests pin the hash of a fixed key to catch accidental changes).
+  std::string canonical() const;
+  // FNV-1a 64 of canonical().
+  uint64_t hash() const;
+};
+
+// The first line of every canonical key; bump it when canonical() changes.
+inline constexpr std::string_view kCanonicalKeyFormat = "stitch-kernel-key/1";
+
+struct CacheStats {
+  uint64_t memoryHits = 0;
+  uint64_t memoryMisses = 0;
+  uint64_t diskHits = 0;
+  uint64_t diskMisses = 0;
+  uint64_t diskWrites = 0;
+  uint64_t corruptEntries = 0;
+  uint64_t compiles = 0;
+  double compileSeconds = 0;
+
+  CacheStats& operator+=(const CacheStats& o);
+  std::string toString() const;
+};
+
+// Thread-safe counters behind a CacheStats.
+class CacheStatsCounter {
+ public:
+  void memoryHit() { memoryHits_.fetch_add(1, std::memory_order_relaxed); }
+  void memoryMiss() { memoryMisses_.fetch_add(1, std::memory_order_relaxed); }
+  void diskHit() { diskHits_.fetch_add(1, std::memory_order_relaxed); }
+  void diskMiss() { diskMisses_.fetch_add(1, std::memory_order_relaxed); }
+  void diskWrite() { diskWrites_.fetch_add(1, std::memory_order_relaxed); }
+  void corruptEntry() { corruptEntries_.fetch_add(1, std::memory_order_relaxed); }
+  void compiled(std::chrono::nanoseconds took);
+  CacheStats snapshot() const;
+  void reset();
+
+ private:
+  std::atomic<uint64_t> memoryHits_{0}, memoryMisses_{0}, diskHits_{0}, diskMisses_{0},
+      diskWrites_{0}, corruptEntries_{0}, compiles_{0}, compileNanos_{0};
+};
+
+// A bounded least-recently-used map from canonical key text to shared values. Thread-safe.
+// Capacity 0 keeps nothing.
+template <class V>
+class LruCache {
+ public:
+  explicit LruCache(size_t capacity) : capacity_(capacity) {}
+
+  // The value, marked most recently used; null when absent.
+  std::shared_ptr<V> get(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return it->second->second;
+  }
+
+  // Inserts or replaces, as most recently used; evicts the least recently used beyond capacity.
+  void put(const std::string& key, std::shared_ptr<V> value) {
+    std::lock_guard lock(mu_);
+    if (capacity_ == 0) return;
+    if (auto it = index_.find(key); it != index_.end()) {
+      it->second->second = std::move(value);
+      order_.splice(order_.begin(), order_, it->second);
+      return;
+    }
+    order_.emplace_front(key, std::move(value));
+    index_.emplace(key, order_.begin());
+    while (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+  }
+
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return order_.size();
+  }
+  size_t capacity() const { return capacity_; }
+
+  void clear() {
+    std::lock_guard lock(mu_);
+    index_.clear();
+    order_.clear();
+  }
+
+  // The keys, most recently used first (does not count as a use).
+  std::vector<std::string> keys() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    out.reserve(order_.size());
+    for (const auto& [k, v] : order_) out.push_back(k);
+    return out;
+  }
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<V>>;
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+};
+
+inline constexpr std::string_view kDiskMagic = "STITCHK1";
+inline constexpr uint32_t kDiskFormatVersion = 1;
+inline constexpr size_t kDiskHeaderBytes = 32;
+inline constexpr std::string_view kDiskExtension = ".stitchk";
+
+// The on-disk layer: one checksummed file per entry, written atomically. Thread- and
+// process-safe. Never throws from load() or store().
+class DiskCache {
+ public:
+  // An enabled cache in `dir` (created on the first store).
+  explicit DiskCache(std::filesystem::path dir);
+  // A disabled cache: load() always misses (uncounted), store() does nothing.
+  static std::unique_ptr<DiskCache> disabled();
+  // From STITCH_CACHE and STITCH_CACHE_DIR / XDG_CACHE_HOME / HOME (see the note above). Throws
+  // InvalidArgument when STITCH_CACHE is not 0 or 1.
+  static std::unique_ptr<DiskCache> fromEnv();
+  // Whether STITCH_CACHE enables the disk layer; throws InvalidArgument on a bad value.
+  static bool enabledByEnv();
+  // The directory the environment names, or nullopt when none can be found.
+  static std::optional<std::filesystem::path> directoryFromEnv();
+
+  bool enabled() const { return enabled_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  // DIR/<16 hex digits of key.hash()>.stitchk
+  std::filesystem::path pathFor(const CacheKey& key) const;
+
+  // The payload stored for key, or nullopt when missing or not trustworthy (the bad file is
+  // removed, counted and logged).
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  // Writes the entry atomically; failures are logged and ignored.
+  void store(const CacheKey& key, std::span<const uint8_t> payload);
+
+  CacheStats stats() const { return stats_.snapshot(); }
+  void resetStats() { stats_.reset(); }
+
+  // The bytes of an entry file (header, key, payload), as store() writes them.
+  static std::vector<uint8_t> encode(const std::string& canonicalKey,
+                                     std::span<const uint8_t> payload);
+
+ private:
+  DiskCache() = default;
+  void writeFailed(const std::string& what);
+  void rejectCorrupt(const std::filesystem::path& path, const std::string& why, uint64_t dev,
+                     uint64_t ino);
+
+  bool enabled_ = false;
+  std::filesystem::path dir_;
+  CacheStatsCounter stats_;
+  std::atomic<bool> warnedWrite_{false};
+};
+
+// Both layers behind one call. V is whatever load() makes of the bytes (e.g. a loaded module).
+template <class V>
+class KernelCache {
+ public:
+  // disk may be null (memory only).
+  KernelCache(size_t memoryCapacity, std::unique_ptr<DiskCache> disk)
+      : memory_(memoryCapacity), disk_(std::move(disk)) {}
+  // Memory layer of the given capacity, disk layer from the environment.
+  static std::unique_ptr<KernelCache> fromEnv(size_t memoryCapacity) {
+    return std::make_unique<KernelCache>(memoryCapacity, DiskCache::fromEnv());
+  }
+  ~KernelCache() {
+    try {
+      logStats();
+    } catch (...) {
+      // Logging must not throw out of a destructor.
+    }
+  }
+  KernelCache(const KernelCache&) = delete;
+  KernelCache& operator=(const KernelCache&) = delete;
+
+  // compile: () -> std::vector<uint8_t>; load: (const std::vector<uint8_t>&) -> std::shared_ptr<V>.
+  // Exceptions of compile(), and of load() on freshly compiled bytes, reach the caller.
+  template <class Compile, class Load>
+  std::shared_ptr<V> getOrCompile(const CacheKey& key, Compile&& compile, Load&& load) {
+    const std::string canon = key.canonical();
+    if (auto v = memory_.get(canon)) {
+      stats_.memoryHit();
+      return v;
+    }
+    std::shared_ptr<InFlight> flight;
+    bool leader = false;
+    {
+      std::lock_guard lock(inflightMu_);
+      // Checked again under the lock: a leader publishes to memory before it leaves the map.
+      if (auto v = memory_.get(canon)) {
+        stats_.memoryHit();
+        return v;
+      }
+      stats_.memoryMiss();
+      auto it = inflight_.find(canon);
+      if (it != inflight_.end()) {
+        flight = it->second;
+      } else {
+        flight = std::make_shared<InFlight>();
+        flight->future = flight->promise.get_future().share();
+        inflight_.emplace(canon, flight);
+        leader = true;
+      }
+    }
+    if (!leader) return flight->future.get();  // rethrows the leader's failure
+
+    std::shared_ptr<V> value;
+    try {
+      value = produce(key, compile, load);
+      memory_.put(canon, value);
+    } catch (...) {
+      flight->promise.set_exception(std::current_exception());
+      finish(canon);
+      throw;
+    }
+    flight->promise.set_value(value);
+    finish(canon);
+    return value;
+  }
+
+  CacheStats stats() const {
+    CacheStats s = stats_.snapshot();
+    if (disk_) s += disk_->stats();
+    return s;
+  }
+  void logStats() const { stitch::log().debug("kernel cache: {}", stats().toString()); }
+
+  LruCache<V>& memory() { return memory_; }
+  DiskCache* disk() { return disk_.get(); }
+
+ private:
+  struct InFlight {
+    std::promise<std::shared_ptr<V>> promise;
+    std::shared_future<std::shared_ptr<V>> future;
+  };
+
+  void finish(const std::string& canon) {
+    std::lock_guard lock(inflightMu_);
+    inflight_.erase(canon);
+  }
+
+  template <class Compile, class Load>
+  std::shared_ptr<V> produce(const CacheKey& key, Compile& compile, Load& load) {
+    if (disk_ && disk_->enabled()) {
+      if (auto bytes = disk_->load(key)) {
+        std::string why;
+        try {
+          if (auto v = load(*bytes)) return v;
+          why = "the loader returned nothing";
+        } catch (const std::exception& e) {
+          why = e.what();
+        } catch (...) {
+          why = "the loader threw";
+        }
+        stats_.corruptEntry();
+        stitch::log().warn("kernel cache: entry {} could not be loaded ({}); compiling again",
+                           disk_->pathFor(key).string(), why);
+      }
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<uint8_t> bytes = compile();
+    auto took = std::chrono::steady_clock::now() - t0;
+    stats_.compiled(std::chrono::duration_cast<std::chrono::nanoseconds>(took));
+    stitch::log().debug("kernel cache: compiled {:016x} in {:.3f} ms ({} bytes)", key.hash(),
+                        std::chrono::duration<double, std::milli>(took).count(), bytes.size());
+    if (disk_ && disk_->enabled()) disk_->store(key, bytes);
+    std::shared_ptr<V> v = load(std::as_const(bytes));
+    if (!v) {
+      throwError(ErrorCode::Internal,
+                 fmt::format("kernel cache: loading freshly compiled bytes for {:016x} gave "
+                             "nothing",
+                             key.hash()));
+    }
+    return v;
+  }
+
+  LruCache<V> memory_;
+  std::unique_ptr<DiskCache> disk_;
+  CacheStatsCounter stats_;
+  std::mutex inflightMu_;
+  std::unordered_map<std::string, std::shared_ptr<InFlight>> inflight_;
+};
+
+}  // namespace stitch::rt

@@ -1,0 +1,768 @@
+// The kernel cache (runtime/kernel_cache.h): the key, the memory LRU, the on-disk entries and how
+// they survive corruption, concurrent threads and concurrent processes, and the environment.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <latch>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernel_cache.h"
+#include "support/error.h"
+
+using namespace stitch;
+using namespace stitch::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "stitch-cache-test-XXXXXX").string();
+    char* made = ::mkdtemp(pattern.data());
+    EXPECT_NE(made, nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Sets (or unsets, with nullptr) an environment variable for the scope of a test.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~EnvGuard() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Captures what the stitch logger prints at warn and above while alive.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    oldLevel_ = stitch::log().level();
+    stitch::log().set_level(spdlog::level::warn);
+    sink_->set_level(spdlog::level::warn);
+    stitch::log().sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = stitch::log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    stitch::log().set_level(oldLevel_);
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum oldLevel_;
+};
+
+CacheKey sampleKey() {
+  CacheKey k;
+  k.graphFingerprint = 0x0123456789abcdefULL;
+  k.inputs.push_back({ir::DType::F32, {4, 768}, {768, 1}, 16});
+  k.inputs.push_back({ir::DType::F16, {768}, {}, 8});
+  k.target = "sm_90";
+  k.options = "-O3 --use_fast_math";
+  k.version = "0.0.0-test";  // pinned, so the golden hash does not move with each release
+  return k;
+}
+
+CacheKey keyWithShape(int64_t rows) {
+  CacheKey k = sampleKey();
+  k.inputs[0].shape[0] = rows;
+  return k;
+}
+
+// Deterministic "compiled bytes" for a key: its canonical text, then a pattern.
+std::vector<uint8_t> bytesFor(const CacheKey& key, size_t extra = 1000) {
+  std::string c = key.canonical();
+  std::vector<uint8_t> out(c.begin(), c.end());
+  uint64_t h = key.hash();
+  for (size_t i = 0; i < extra; ++i) out.push_back(static_cast<uint8_t>((h >> (i % 64)) + i));
+  return out;
+}
+
+struct Kernel {
+  std::vector<uint8_t> bytes;
+};
+
+std::shared_ptr<Kernel> loadKernel(const std::vector<uint8_t>& bytes) {
+  return std::make_shared<Kernel>(Kernel{bytes});
+}
+
+using Cache = KernelCache<Kernel>;
+
+std::unique_ptr<Cache> cacheIn(const fs::path& dir, size_t capacity = 16) {
+  return std::make_unique<Cache>(capacity, std::make_unique<DiskCache>(dir));
+}
+
+// getOrCompile with a compile that counts its calls.
+std::shared_ptr<Kernel> get(Cache& cache, const CacheKey& key, std::atomic<int>& compiles) {
+  return cache.getOrCompile(
+      key,
+      [&] {
+        ++compiles;
+        return bytesFor(key);
+      },
+      loadKernel);
+}
+
+std::vector<uint8_t> readFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+void writeFile(const fs::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<fs::path> filesIn(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key
+
+TEST(CacheKey, CanonicalTextNamesEveryField) {
+  EXPECT_EQ(sampleKey().canonical(),
+            "stitch-kernel-key/1\n"
+            "fingerprint=0123456789abcdef\n"
+            "inputs=2\n"
+            "input0=f32 shape[4,768] strides[768,1] align16\n"
+            "input1=f16 shape[768] strides[] align8\n"
+            "target=5:sm_90\n"
+            "options=19:-O3 --use_fast_math\n"
+            "version=10:0.0.0-test\n");
+}
+
+// A golden value: the hash names files on disk, so it must be the same on every machine, compiler
+// and run. If this test fails, the canonical format or the hash changed: that orphans every
+// user's cache (harmless, but it must be deliberate), so bump kCanonicalKeyFormat and update the
+// value here.
+TEST(CacheKey, GoldenHash) {
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ULL);  // the FNV-1a 64 reference values
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(sampleKey().hash(), 0xca1b3b3f3e40dbc6ULL);  // computed independently (Python)
+  EXPECT_EQ(sampleKey().hash(), fnv1a64(sampleKey().canonical()));
+}
+
+TEST(CacheKey, DefaultVersionIsTheLibraryVersion) {
+  EXPECT_EQ(CacheKey{}.version, STITCH_VERSION_STRING);
+}
+
+TEST(CacheKey, EveryFieldChangesTheHash) {
+  const CacheKey base = sampleKey();
+  std::vector<std::pair<std::string, CacheKey>> variants;
+  auto vary = [&](std::string what, auto change) {
+    CacheKey k = base;
+    change(k);
+    variants.emplace_back(std::move(what), std::move(k));
+  };
+  vary("fingerprint", [](CacheKey& k) { k.graphFingerprint ^= 1; });
+  vary("dtype", [](CacheKey& k) { k.inputs[0].dtype = ir::DType::BF16; });
+  vary("shape", [](CacheKey& k) { k.inputs[0].shape[0] = 8; });
+  vary("rank", [](CacheKey& k) { k.inputs[1].shape.push_back(1); });
+  vary("strides", [](CacheKey& k) { k.inputs[0].strides = {1, 4}; });
+  vary("no strides", [](CacheKey& k) { k.inputs[0].strides.clear(); });
+  vary("alignment", [](CacheKey& k) { k.inputs[0].alignment = 4; });
+  vary("input count", [](CacheKey& k) { k.inputs.pop_back(); });
+  vary("input order", [](CacheKey& k) { std::swap(k.inputs[0], k.inputs[1]); });
+  vary("target", [](CacheKey& k) { k.target = "sm_80"; });
+  vary("options", [](CacheKey& k) { k.options = "-O3"; });
+  vary("version", [](CacheKey& k) { k.version = "0.0.1-test"; });
+  // Moving text between free-form fields must not produce the same canonical text.
+  vary("target/options boundary", [](CacheKey& k) {
+    k.target = "sm_90\noptions=19:-O3 --use_fast_math";
+    k.options = "";
+  });
+  std::set<uint64_t> hashes = {base.hash()};
+  for (const auto& [what, k] : variants) {
+    EXPECT_NE(k.canonical(), base.canonical()) << what;
+    EXPECT_NE(k.hash(), base.hash()) << what;
+    hashes.insert(k.hash());
+  }
+  EXPECT_EQ(hashes.size(), variants.size() + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The memory layer
+
+TEST(LruCache, EvictsTheLeastRecentlyUsed) {
+  LruCache<int> lru(3);
+  lru.put("a", std::make_shared<int>(1));
+  lru.put("b", std::make_shared<int>(2));
+  lru.put("c", std::make_shared<int>(3));
+  EXPECT_EQ(lru.keys(), (std::vector<std::string>{"c", "b", "a"}));
+  ASSERT_NE(lru.get("a"), nullptr);  // a is now the most recent; b the least
+  lru.put("d", std::make_shared<int>(4));
+  EXPECT_EQ(lru.size(), 3u);
+  EXPECT_EQ(lru.get("b"), nullptr);
+  EXPECT_EQ(lru.keys(), (std::vector<std::string>{"d", "a", "c"}));
+  lru.put("c", std::make_shared<int>(30));  // replacing refreshes
+  lru.put("e", std::make_shared<int>(5));
+  EXPECT_EQ(lru.keys(), (std::vector<std::string>{"e", "c", "d"}));
+  EXPECT_EQ(*lru.get("c"), 30);
+  lru.clear();
+  EXPECT_EQ(lru.size(), 0u);
+  EXPECT_EQ(lru.get("c"), nullptr);
+}
+
+TEST(LruCache, EvictionDoesNotFreeAHeldValue) {
+  LruCache<int> lru(1);
+  lru.put("a", std::make_shared<int>(7));
+  std::shared_ptr<int> held = lru.get("a");
+  lru.put("b", std::make_shared<int>(8));
+  EXPECT_EQ(lru.get("a"), nullptr);
+  EXPECT_EQ(*held, 7);
+}
+
+TEST(LruCache, CapacityZeroKeepsNothing) {
+  LruCache<int> lru(0);
+  lru.put("a", std::make_shared<int>(1));
+  EXPECT_EQ(lru.size(), 0u);
+  EXPECT_EQ(lru.get("a"), nullptr);
+}
+
+TEST(LruCache, ThreadSafe) {
+  LruCache<std::string> lru(16);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5000; ++i) {
+        std::string key = "k" + std::to_string((i * 7 + t * 13) % 64);
+        if (i % 3 == 0) {
+          lru.put(key, std::make_shared<std::string>(key));
+        } else if (auto v = lru.get(key); v && *v != key) {
+          ++wrong;
+        }
+        if (lru.size() > 16) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(lru.size(), 16u);
+  EXPECT_EQ(lru.keys().size(), 16u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The disk layer
+
+TEST(DiskCache, StoreLoadRoundTrip) {
+  TempDir tmp;
+  DiskCache disk(tmp.path() / "a" / "b");  // created on the first store, mkdir -p
+  const CacheKey key = sampleKey();
+  EXPECT_EQ(disk.load(key), std::nullopt);
+  EXPECT_FALSE(fs::exists(tmp.path() / "a"));  // a load creates nothing
+  const std::vector<uint8_t> payload = bytesFor(key, 100000);
+  disk.store(key, payload);
+  EXPECT_EQ(disk.pathFor(key), tmp.path() / "a" / "b" / fmt::format("{:016x}.stitchk", key.hash()));
+  ASSERT_TRUE(fs::exists(disk.pathFor(key)));
+  EXPECT_EQ(filesIn(disk.dir()).size(), 1u);  // no temporary file left behind
+  EXPECT_EQ(disk.load(key), payload);
+  // An empty payload is a valid entry too.
+  CacheKey empty = keyWithShape(1);
+  disk.store(empty, {});
+  auto loaded = disk.load(empty);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_TRUE(loaded->empty());
+  CacheStats s = disk.stats();
+  EXPECT_EQ(s.diskHits, 2u);
+  EXPECT_EQ(s.diskMisses, 1u);
+  EXPECT_EQ(s.diskWrites, 2u);
+  EXPECT_EQ(s.corruptEntries, 0u);
+}
+
+TEST(DiskCache, FileFormat) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  const CacheKey key = sampleKey();
+  const std::vector<uint8_t> payload = {1, 2, 3, 4, 5};
+  disk.store(key, payload);
+  const std::vector<uint8_t> file = readFile(disk.pathFor(key));
+  const std::string canon = key.canonical();
+  ASSERT_EQ(file.size(), 32 + canon.size() + payload.size());
+  EXPECT_EQ(std::string(file.begin(), file.begin() + 8), "STITCHK1");
+  auto le = [&](size_t at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(file[at + i]) << (8 * i);
+    return v;
+  };
+  EXPECT_EQ(le(8, 4), 1u);
+  EXPECT_EQ(le(12, 4), canon.size());
+  EXPECT_EQ(le(16, 8), payload.size());
+  EXPECT_EQ(le(24, 8), fnv1a64(payload));
+  EXPECT_EQ(std::string(file.begin() + 32, file.begin() + 32 + canon.size()), canon);
+  EXPECT_EQ(std::vector<uint8_t>(file.end() - 5, file.end()), payload);
+  EXPECT_EQ(file, DiskCache::encode(canon, payload));
+}
+
+TEST(DiskCache, NewShapeMisses) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  disk.store(keyWithShape(4), bytesFor(keyWithShape(4)));
+  EXPECT_TRUE(disk.load(keyWithShape(4)).has_value());
+  EXPECT_EQ(disk.load(keyWithShape(5)), std::nullopt);
+  EXPECT_EQ(disk.stats().diskMisses, 1u);
+  EXPECT_EQ(disk.stats().corruptEntries, 0u);
+}
+
+TEST(DiskCache, ForeignFilesAreIgnored) {
+  TempDir tmp;
+  writeFile(tmp.path() / "README.txt", {'h', 'i'});
+  writeFile(tmp.path() / "notakey.stitchk", {'x'});
+  fs::create_directory(tmp.path() / "sub");
+  auto cache = cacheIn(tmp.path());
+  std::atomic<int> compiles{0};
+  get(*cache, sampleKey(), compiles);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(readFile(tmp.path() / "README.txt"), (std::vector<uint8_t>{'h', 'i'}));
+  EXPECT_TRUE(fs::exists(tmp.path() / "notakey.stitchk"));
+  EXPECT_TRUE(fs::is_directory(tmp.path() / "sub"));
+  EXPECT_EQ(cache->stats().corruptEntries, 0u);
+}
+
+// Each way an entry can go bad: detected, counted, warned about, compiled again and rewritten.
+enum class Damage {
+  FlipPayloadByte,
+  FlipChecksumByte,
+  Truncate,
+  TruncateHeader,
+  Empty,
+  TrailingBytes,
+  WrongMagic,
+  WrongVersion,
+  ForeignFileWithTheRightName,
+  AnotherKeysEntry,
+};
+
+class Corruption : public ::testing::TestWithParam<Damage> {};
+
+void damage(Damage d, const fs::path& dir, const CacheKey& key) {
+  DiskCache disk(dir);
+  const fs::path path = disk.pathFor(key);
+  std::vector<uint8_t> file = readFile(path);
+  ASSERT_GT(file.size(), 64u);
+  switch (d) {
+    case Damage::FlipPayloadByte: file.back() ^= 0x01; break;
+    case Damage::FlipChecksumByte: file[27] ^= 0x80; break;
+    case Damage::Truncate: file.resize(file.size() / 2); break;
+    case Damage::TruncateHeader: file.resize(20); break;
+    case Damage::Empty: file.clear(); break;
+    case Damage::TrailingBytes: file.push_back(0); break;
+    case Damage::WrongMagic: file[0] = 'X'; break;
+    case Damage::WrongVersion: file[8] = 2; break;
+    case Damage::ForeignFileWithTheRightName: {
+      std::string text = "#!/bin/sh\necho this is not a cache entry, but it is long enough\n";
+      file.assign(text.begin(), text.end());
+      break;
+    }
+    case Damage::AnotherKeysEntry: {
+      // A well-formed entry of another key under this key's name (a hash collision, or a file
+      // copied from elsewhere): valid checksum, wrong key.
+      CacheKey other = keyWithShape(99);
+      file = DiskCache::encode(other.canonical(), bytesFor(other));
+      break;
+    }
+  }
+  writeFile(path, file);
+}
+
+TEST_P(Corruption, IsDetectedCountedAndRewritten) {
+  TempDir tmp;
+  const CacheKey key = sampleKey();
+  std::atomic<int> compiles{0};
+  {
+    auto first = cacheIn(tmp.path());
+    get(*first, key, compiles);
+    ASSERT_EQ(compiles.load(), 1);
+  }
+  damage(GetParam(), tmp.path(), key);
+  {
+    LogCapture log;
+    auto second = cacheIn(tmp.path());
+    auto v = get(*second, key, compiles);
+    EXPECT_EQ(compiles.load(), 2);  // never trusted: compiled again
+    EXPECT_EQ(v->bytes, bytesFor(key));
+    CacheStats s = second->stats();
+    EXPECT_EQ(s.corruptEntries, 1u);
+    EXPECT_EQ(s.diskHits, 0u);
+    EXPECT_EQ(s.diskWrites, 1u);
+    EXPECT_NE(log.text().find("corrupt"), std::string::npos) << log.text();
+  }
+  // The rewritten entry is good: a third process-like cache loads it without compiling.
+  EXPECT_EQ(readFile(DiskCache(tmp.path()).pathFor(key)),
+            DiskCache::encode(key.canonical(), bytesFor(key)));
+  auto third = cacheIn(tmp.path());
+  auto v = get(*third, key, compiles);
+  EXPECT_EQ(compiles.load(), 2);
+  EXPECT_EQ(v->bytes, bytesFor(key));
+  EXPECT_EQ(third->stats().diskHits, 1u);
+  EXPECT_EQ(third->stats().corruptEntries, 0u);
+}
+
+std::string damageName(const ::testing::TestParamInfo<Damage>& param) {
+  static constexpr std::string_view kNames[] = {"FlipPayloadByte",
+                                                "FlipChecksumByte",
+                                                "Truncate",
+                                                "TruncateHeader",
+                                                "Empty",
+                                                "TrailingBytes",
+                                                "WrongMagic",
+                                                "WrongVersion",
+                                                "ForeignFileWithTheRightName",
+                                                "AnotherKeysEntry"};
+  return std::string(kNames[static_cast<int>(param.param)]);
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelCache, Corruption,
+                         ::testing::Values(Damage::FlipPayloadByte, Damage::FlipChecksumByte,
+                                           Damage::Truncate, Damage::TruncateHeader, Damage::Empty,
+                                           Damage::TrailingBytes, Damage::WrongMagic,
+                                           Damage::WrongVersion,
+                                           Damage::ForeignFileWithTheRightName,
+                                           Damage::AnotherKeysEntry),
+                         damageName);
+
+TEST(DiskCache, CorruptEntryIsRemovedOnLoad) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  const CacheKey key = sampleKey();
+  disk.store(key, bytesFor(key));
+  damage(Damage::FlipPayloadByte, tmp.path(), key);
+  LogCapture log;
+  EXPECT_EQ(disk.load(key), std::nullopt);
+  EXPECT_FALSE(fs::exists(disk.pathFor(key)));
+  EXPECT_EQ(disk.stats().corruptEntries, 1u);
+  EXPECT_EQ(disk.load(key), std::nullopt);  // now simply missing
+  EXPECT_EQ(disk.stats().corruptEntries, 1u);
+  EXPECT_EQ(disk.stats().diskMisses, 2u);
+}
+
+TEST(DiskCache, UnwritableDirectoryFallsBackToMemory) {
+  TempDir tmp;
+  // A directory under a regular file cannot be created, even by root.
+  writeFile(tmp.path() / "plainfile", {'x'});
+  const fs::path dir = tmp.path() / "plainfile" / "cache";
+  LogCapture log;
+  auto cache = cacheIn(dir);
+  std::atomic<int> compiles{0};
+  auto a = get(*cache, sampleKey(), compiles);
+  auto b = get(*cache, sampleKey(), compiles);
+  auto c = get(*cache, keyWithShape(5), compiles);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a->bytes, bytesFor(sampleKey()));
+  EXPECT_EQ(compiles.load(), 2);
+  CacheStats s = cache->stats();
+  EXPECT_EQ(s.memoryHits, 1u);
+  EXPECT_EQ(s.diskWrites, 0u);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("memory only"), std::string::npos) << text;
+  // Warned once, not once per kernel.
+  EXPECT_EQ(text.find("memory only"), text.rfind("memory only")) << text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment
+
+TEST(KernelCacheEnv, DirectoryPrecedence) {
+  EnvGuard a("STITCH_CACHE_DIR", "/somewhere/stitch-cache");
+  EnvGuard b("XDG_CACHE_HOME", "/xdg");
+  EnvGuard c("HOME", "/home/u");
+  EXPECT_EQ(DiskCache::directoryFromEnv(), fs::path("/somewhere/stitch-cache"));
+  {
+    EnvGuard unset("STITCH_CACHE_DIR", nullptr);
+    EXPECT_EQ(DiskCache::directoryFromEnv(), fs::path("/xdg/stitch"));
+    EnvGuard relative("XDG_CACHE_HOME", "relative/path");  // invalid per the XDG spec: ignored
+    EXPECT_EQ(DiskCache::directoryFromEnv(), fs::path("/home/u/.cache/stitch"));
+    EnvGuard noXdg("XDG_CACHE_HOME", nullptr);
+    EXPECT_EQ(DiskCache::directoryFromEnv(), fs::path("/home/u/.cache/stitch"));
+    EnvGuard noHome("HOME", nullptr);
+    EXPECT_EQ(DiskCache::directoryFromEnv(), std::nullopt);
+    EXPECT_FALSE(DiskCache::fromEnv()->enabled());
+  }
+}
+
+TEST(KernelCacheEnv, CacheOneOrUnsetEnablesTheDisk) {
+  TempDir tmp;
+  EnvGuard dir("STITCH_CACHE_DIR", tmp.path().c_str());
+  for (const char* value : {static_cast<const char*>(nullptr), "1", ""}) {
+    EnvGuard on("STITCH_CACHE", value);
+    auto disk = DiskCache::fromEnv();
+    EXPECT_TRUE(disk->enabled());
+    EXPECT_EQ(disk->dir(), tmp.path());
+  }
+}
+
+TEST(KernelCacheEnv, CacheZeroWritesNothing) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "cache";
+  EnvGuard d("STITCH_CACHE_DIR", dir.c_str());
+  EnvGuard off("STITCH_CACHE", "0");
+  auto cache = Cache::fromEnv(16);
+  std::atomic<int> compiles{0};
+  get(*cache, sampleKey(), compiles);
+  get(*cache, sampleKey(), compiles);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_FALSE(fs::exists(dir));
+  CacheStats s = cache->stats();
+  EXPECT_EQ(s.diskWrites + s.diskHits + s.diskMisses, 0u);
+  EXPECT_EQ(s.memoryHits, 1u);
+}
+
+TEST(KernelCacheEnv, CacheTwoIsAnError) {
+  EnvGuard bad("STITCH_CACHE", "2");
+  try {
+    (void)Cache::fromEnv(16);
+    FAIL() << "STITCH_CACHE=2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(e.message().find("STITCH_CACHE"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("0, 1"), std::string::npos) << e.message();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Both layers
+
+TEST(KernelCache, MemoryThenDiskThenCompile) {
+  TempDir tmp;
+  std::atomic<int> compiles{0};
+  auto first = cacheIn(tmp.path());
+  auto a = get(*first, sampleKey(), compiles);
+  auto b = get(*first, sampleKey(), compiles);
+  EXPECT_EQ(a, b);  // the same loaded value
+  EXPECT_EQ(compiles.load(), 1);
+  CacheStats s = first->stats();
+  EXPECT_EQ(s.memoryHits, 1u);
+  EXPECT_EQ(s.memoryMisses, 1u);
+  EXPECT_EQ(s.diskMisses, 1u);
+  EXPECT_EQ(s.diskWrites, 1u);
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_GE(s.compileSeconds, 0.0);
+
+  auto second = cacheIn(tmp.path());  // as a new process would see it
+  auto c = get(*second, sampleKey(), compiles);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(c->bytes, a->bytes);
+  EXPECT_EQ(second->stats().diskHits, 1u);
+  EXPECT_EQ(second->stats().compiles, 0u);
+
+  get(*second, keyWithShape(5), compiles);  // a new shape compiles
+  EXPECT_EQ(compiles.load(), 2);
+}
+
+TEST(KernelCache, EvictedEntriesComeBackFromDisk) {
+  TempDir tmp;
+  auto cache = cacheIn(tmp.path(), 2);
+  std::atomic<int> compiles{0};
+  for (int64_t rows = 1; rows <= 4; ++rows) get(*cache, keyWithShape(rows), compiles);
+  EXPECT_EQ(cache->memory().size(), 2u);
+  get(*cache, keyWithShape(1), compiles);  // evicted from memory, still on disk
+  EXPECT_EQ(compiles.load(), 4);
+  EXPECT_EQ(cache->stats().diskHits, 1u);
+}
+
+TEST(KernelCache, LoaderFailureOnADiskEntryRecompilesAndRewrites) {
+  TempDir tmp;
+  std::atomic<int> compiles{0};
+  {
+    DiskCache disk(tmp.path());
+    disk.store(sampleKey(), std::vector<uint8_t>{0xde, 0xad});  // valid file, unloadable bytes
+  }
+  auto strictLoad = [](const std::vector<uint8_t>& bytes) {
+    if (bytes.size() < 10) throw Error(ErrorCode::Compile, "not a module");
+    return loadKernel(bytes);
+  };
+  LogCapture log;
+  auto cache = cacheIn(tmp.path());
+  auto v = cache->getOrCompile(
+      sampleKey(),
+      [&] {
+        ++compiles;
+        return bytesFor(sampleKey());
+      },
+      strictLoad);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(v->bytes, bytesFor(sampleKey()));
+  EXPECT_EQ(cache->stats().corruptEntries, 1u);
+  EXPECT_EQ(cache->stats().diskHits, 1u);
+  EXPECT_EQ(cache->stats().diskWrites, 1u);
+  EXPECT_NE(log.text().find("not a module"), std::string::npos) << log.text();
+  EXPECT_EQ(DiskCache(tmp.path()).load(sampleKey()), bytesFor(sampleKey()));
+}
+
+TEST(KernelCache, CompileFailureReachesTheCallerAndIsRetried) {
+  TempDir tmp;
+  auto cache = cacheIn(tmp.path());
+  EXPECT_THROW(cache->getOrCompile(
+                   sampleKey(),
+                   []() -> std::vector<uint8_t> { throw Error(ErrorCode::Compile, "nvrtc: no"); },
+                   loadKernel),
+               Error);
+  EXPECT_TRUE(filesIn(tmp.path()).empty());
+  std::atomic<int> compiles{0};
+  get(*cache, sampleKey(), compiles);  // not stuck in flight
+  EXPECT_EQ(compiles.load(), 1);
+}
+
+TEST(KernelCache, ThreadsRacingOnOneKeyCompileOnce) {
+  for (bool withDisk : {false, true}) {
+    TempDir tmp;
+    Cache cache(16, withDisk ? std::make_unique<DiskCache>(tmp.path()) : nullptr);
+    std::atomic<int> compiles{0};
+    std::latch start(8);
+    std::vector<std::shared_ptr<Kernel>> got(8);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        start.arrive_and_wait();
+        got[t] = cache.getOrCompile(
+            sampleKey(),
+            [&] {
+              ++compiles;
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+              return bytesFor(sampleKey());
+            },
+            loadKernel);
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(compiles.load(), 1) << "disk: " << withDisk;
+    for (const auto& g : got) EXPECT_EQ(g, got[0]);
+    CacheStats s = cache.stats();
+    EXPECT_EQ(s.compiles, 1u);
+    EXPECT_EQ(s.memoryHits + s.memoryMisses, 8u);
+  }
+}
+
+TEST(KernelCache, ThreadsOnManyKeysCompileEachOnce) {
+  TempDir tmp;
+  auto cache = cacheIn(tmp.path(), 64);
+  std::atomic<int> compiles{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        CacheKey k = keyWithShape(1 + (i + t) % 16);
+        auto v = get(*cache, k, compiles);
+        if (v->bytes != bytesFor(k)) ADD_FAILURE() << "wrong value";
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(compiles.load(), 16);
+  EXPECT_EQ(filesIn(tmp.path()).size(), 16u);
+}
+
+// Two processes filling one directory at once: each stores and loads shared and private keys many
+// times; neither ever reads a partial or foreign entry, and every file left is valid.
+TEST(DiskCache, TwoProcessesShareOneDirectory) {
+  TempDir tmp;
+  constexpr int kShared = 8, kPrivate = 8, kRounds = 150;
+  auto sharedKey = [](int i) { return keyWithShape(1000 + i); };
+  auto privateKey = [](int proc, int i) { return keyWithShape(2000 + 100 * proc + i); };
+  auto payload = [](const CacheKey& k) { return bytesFor(k, 2000 + (k.hash() % 30000)); };
+
+  auto work = [&](int proc) -> int {
+    DiskCache disk(tmp.path());
+    for (int r = 0; r < kRounds; ++r) {
+      CacheKey s = sharedKey((r + proc) % kShared);
+      disk.store(s, payload(s));
+      auto got = disk.load(s);
+      if (got && *got != payload(s)) return 10;  // a wrong payload: never acceptable
+      // The other process may have replaced the file meanwhile, but with an equal, valid one.
+      if (!got) return 11;
+      CacheKey p = privateKey(proc, r % kPrivate);
+      if (r < kPrivate) disk.store(p, payload(p));
+      if (disk.load(p) != payload(p)) return 12;
+      CacheKey other = sharedKey((r * 3) % kShared);
+      if (auto o = disk.load(other); o && *o != payload(other)) return 13;
+    }
+    CacheStats st = disk.stats();
+    if (st.corruptEntries != 0) return 14;
+    return 0;
+  };
+
+  // Both children block on a pipe until the parent closes it, so they really start together.
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int proc = 0; proc < 2; ++proc) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      char c;
+      while (::read(gate[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      ::_exit(work(proc));  // the child never returns into the test runner
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "child failed with code " << WEXITSTATUS(status);
+  }
+
+  std::vector<CacheKey> all;
+  for (int i = 0; i < kShared; ++i) all.push_back(sharedKey(i));
+  for (int proc = 0; proc < 2; ++proc)
+    for (int i = 0; i < kPrivate; ++i) all.push_back(privateKey(proc, i));
+  DiskCache disk(tmp.path());
+  for (const CacheKey& k : all) EXPECT_EQ(disk.load(k), payload(k));
+  EXPECT_EQ(disk.stats().corruptEntries, 0u);
+  // Exactly the entries: no temporary file survives.
+  std::vector<fs::path> files = filesIn(tmp.path());
+  EXPECT_EQ(files.size(), all.size());
+  for (const fs::path& f : files) EXPECT_EQ(f.extension(), ".stitchk") << f;
+}
+
+}  // namespace
