@@ -1,0 +1,154 @@
+// The thread pool: job queue, workers and chunk claiming. The design note is in thread_pool.h.
+#include "runtime/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "support/env.h"
+#include "support/error.h"
+#include "support/logging.h"
+
+namespace stitch::rt::cpu {
+
+int parseNumThreads(std::string_view text) {
+  int64_t n = 0;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, n);
+  bool ok = !text.empty() && ec == std::errc() && ptr == last && n >= 1 && n <= kMaxThreads;
+  STITCH_CHECK(ok, ErrorCode::InvalidArgument,
+               "{}={} is not valid; expected a positive integer (at most {})", kNumThreadsEnv, text,
+               kMaxThreads);
+  return static_cast<int>(n);
+}
+
+int numThreadsFromEnv() {
+  if (auto v = env::get(kNumThreadsEnv)) return parseNumThreads(*v);
+  unsigned hw = std::thread::hardware_concurrency();  // 0 when unknown
+  return static_cast<int>(std::clamp<unsigned>(hw, 1, kMaxThreads));
+}
+
+ThreadPool::ThreadPool(int threads) {
+  STITCH_CHECK(threads >= 1 && threads <= kMaxThreads, ErrorCode::InvalidArgument,
+               "a thread pool needs 1 to {} threads, not {}", kMaxThreads, threads);
+  workers_.reserve(static_cast<size_t>(threads - 1));
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+  } catch (...) {
+    // std::thread failed (system_error): stop the workers already started, then report.
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    workCv_.notify_all();
+    for (auto& t : workers_) t.join();
+    throwError(ErrorCode::OutOfMemory,
+               fmt::format("could not start {} worker threads", threads - 1));
+  }
+  log().debug("cpu thread pool: {} threads", threads);
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  workCv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+int64_t ThreadPool::chunkCount(int64_t units, int64_t grain) const {
+  if (units <= 0) return 0;
+  grain = std::max<int64_t>(grain, 1);
+  if (units <= grain || workers_.empty()) return 1;
+  // units / grain chunks are each at least `grain` long; more than a few per thread only adds
+  // claiming overhead.
+  return std::clamp<int64_t>(units / grain, 1, kChunksPerThread * threads());
+}
+
+void ThreadPool::run(int64_t units, int64_t grain, void* ctx, ChunkFn call) {
+  Job job;
+  job.call = call;
+  job.ctx = ctx;
+  job.units = units;
+  job.chunks = chunkCount(units, grain);
+  {
+    std::lock_guard lk(mu_);
+    job.linked = true;
+    if (tail_) tail_->nextJob = &job;
+    else head_ = &job;
+    tail_ = &job;
+  }
+  // Wake only as many workers as there are chunks beyond the caller's first.
+  int64_t helpers = std::min<int64_t>(job.chunks - 1, static_cast<int64_t>(workers_.size()));
+  if (helpers == static_cast<int64_t>(workers_.size())) {
+    workCv_.notify_all();
+  } else {
+    for (int64_t i = 0; i < helpers; ++i) workCv_.notify_one();
+  }
+
+  runChunks(job);
+
+  {
+    std::unique_lock lk(mu_);
+    if (job.linked) unlink(&job);
+    // No worker can pick the job up any more; wait for those still inside it (it is on our stack).
+    doneCv_.wait(lk, [&] { return job.users == 0; });
+  }
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+void ThreadPool::runChunks(Job& job) {
+  // Chunk c is [c*q + min(c, r), ...): sizes differ by at most one, and nothing overflows.
+  const int64_t q = job.units / job.chunks;
+  const int64_t r = job.units % job.chunks;
+  for (;;) {
+    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.chunks) return;
+    if (job.failed.load(std::memory_order_relaxed)) continue;
+    int64_t begin = c * q + std::min(c, r);
+    int64_t end = begin + q + (c < r ? 1 : 0);
+    try {
+      job.call(job.ctx, begin, end);
+    } catch (...) {
+      if (!job.failed.exchange(true)) job.error = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::unlink(Job* job) {
+  Job* prev = nullptr;
+  for (Job* j = head_; j != nullptr; prev = j, j = j->nextJob) {
+    if (j != job) continue;
+    (prev ? prev->nextJob : head_) = j->nextJob;
+    if (tail_ == j) tail_ = prev;
+    break;
+  }
+  job->nextJob = nullptr;
+  job->linked = false;
+}
+
+void ThreadPool::workerLoop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    workCv_.wait(lk, [&] { return stop_ || head_ != nullptr; });
+    if (head_ == nullptr) return;  // stopping, and nothing left to help with
+    Job* job = head_;
+    ++job->users;
+    lk.unlock();
+    runChunks(*job);
+    lk.lock();
+    // Every chunk is claimed: take the job out of the queue so no one else looks at it.
+    if (job->linked) unlink(job);
+    if (--job->users == 0) doneCv_.notify_all();
+  }
+}
+
+ThreadPool& sharedPool() {
+  // A function-local static: created on first use, and if the constructor throws (a bad
+  // STITCH_NUM_THREADS) the next call tries again.
+  static ThreadPool pool(numThreadsFromEnv());
+  return pool;
+}
+
+}  // namespace stitch::rt::cpu

@@ -1,0 +1,118 @@
+// The CPU backend's thread pool: a fixed set of workers that run parallelFor loops.
+//
+// Design. A parallelFor call is a Job that lives on the caller's stack: [0, units) is cut into
+// chunks of at least `grain` units (about kChunksPerThread per thread, so a slow thread does not
+// hold up the loop, and never more chunks than units), and every participant claims the next
+// chunk with one atomic fetch_add. The caller appends its job to the pool's queue, wakes workers
+// through a condition variable, and then claims chunks itself, so a job whose workers wake late
+// is simply finished by the caller: an empty or tiny loop costs a lock, a notify and an unlink.
+// No heap allocation happens per call; the job and the type-erased callable stay on the stack.
+//
+// Concurrency model: parallelFor may be called from several threads at once and is NOT
+// serialized. Jobs queue in arrival order; idle workers help the oldest job that still has
+// unclaimed chunks, and each caller always works on its own job, so every call makes progress
+// even when the workers are busy with someone else's. A chunk may itself call parallelFor (the
+// nested job is queued like any other and its caller works on it), which cannot deadlock.
+//
+// A job may not return while a worker still touches it (it is on the caller's stack): workers
+// register as users of a job under the pool mutex, and the caller, after unlinking the job,
+// waits until its users are gone. The first exception thrown by a chunk is kept, the chunks not
+// yet started are skipped, and it is rethrown on the caller.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace stitch::rt::cpu {
+
+// STITCH_NUM_THREADS: the number of threads CPU kernels run on, callers included.
+inline constexpr const char* kNumThreadsEnv = "STITCH_NUM_THREADS";
+// Larger values are surely a typo (and would exhaust the process's threads).
+inline constexpr int kMaxThreads = 4096;
+
+// Parses a STITCH_NUM_THREADS value: a positive decimal integer, at most kMaxThreads. Throws
+// InvalidArgument naming the variable and the bad value otherwise.
+int parseNumThreads(std::string_view text);
+// The thread count from STITCH_NUM_THREADS when set, else std::thread::hardware_concurrency()
+// (1 when unknown). Throws like parseNumThreads on an invalid value.
+int numThreadsFromEnv();
+
+class ThreadPool {
+ public:
+  // Each thread takes about this many chunks of a large loop, for balance.
+  static constexpr int64_t kChunksPerThread = 4;
+
+  // A pool of `threads` threads in all: the caller of parallelFor is one of them, so threads - 1
+  // workers are started (none for 1). Throws InvalidArgument when threads < 1.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();  // joins the workers; no parallelFor may be running
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // How many chunks parallelFor cuts `units` into for this pool (0 for no units).
+  int64_t chunkCount(int64_t units, int64_t grain) const;
+
+  // Runs fn(begin, end) over disjoint chunks that cover [0, units) exactly once, on the workers
+  // and the calling thread, and returns when all are done. Rethrows the first exception a chunk
+  // threw. Small loops (units <= grain, or a 1-thread pool) run inline as fn(0, units). grain < 1
+  // counts as 1.
+  template <typename F>
+  void parallelFor(int64_t units, int64_t grain, F&& fn) {
+    if (units <= 0) return;
+    if (grain < 1) grain = 1;
+    if (units <= grain || workers_.empty()) {
+      fn(int64_t{0}, units);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    run(units, grain, const_cast<void*>(static_cast<const void*>(std::addressof(fn))),
+        [](void* ctx, int64_t begin, int64_t end) { (*static_cast<Fn*>(ctx))(begin, end); });
+  }
+
+ private:
+  using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+
+  struct Job {
+    ChunkFn call = nullptr;
+    void* ctx = nullptr;
+    int64_t units = 0;
+    int64_t chunks = 0;
+    std::atomic<int64_t> next{0};     // the next chunk to claim
+    std::atomic<bool> failed{false};  // a chunk threw: skip the chunks not yet started
+    std::exception_ptr error;         // written once, by the thread that set `failed`
+    // Guarded by the pool mutex:
+    int users = 0;        // workers that may still touch this job
+    bool linked = false;  // still in the queue
+    Job* nextJob = nullptr;
+  };
+
+  void run(int64_t units, int64_t grain, void* ctx, ChunkFn call);
+  static void runChunks(Job& job);
+  void unlink(Job* job);  // with mu_ held
+  void workerLoop();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable workCv_;  // workers: a job was queued, or stop
+  std::condition_variable doneCv_;  // callers: a job lost its last user
+  Job* head_ = nullptr;             // queue of jobs with chunks possibly left, oldest first
+  Job* tail_ = nullptr;
+  bool stop_ = false;
+};
+
+// The process-wide pool, sized by numThreadsFromEnv() when first used. Throws InvalidArgument on
+// an invalid STITCH_NUM_THREADS (and tries again on the next call).
+ThreadPool& sharedPool();
+
+}  // namespace stitch::rt::cpu
