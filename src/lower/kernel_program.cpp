@@ -423,6 +423,10 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
   const Dims& s = shapes_[node];
   const Dims& d = ph_.domain;
   size_t rank = d.size();
+  if (isRowReduction(node)) {  // one value per row, whatever its shape looks like
+    *perElem = false;
+    return Index{unit_, {}, false};
+  }
   bool aligned = s.size() <= rank ||
                  std::all_of(s.begin(), s.end() - static_cast<long>(rank),
                              [](int64_t x) { return x == 1; });
@@ -672,8 +676,10 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
       int input = g.node(n).operands[0];
       if (shapes[input] == domain && reducedMask(n, domain) == reduced) continue;
       if (!materialized.count(input)) {
-        int slot = prog.scratchSlots++;
-        int p = addParam(-1, slot, g.node(input).type.dtype, product(shapes[input]));
+        // A kernel output is stored where it belongs; otherwise into a scratch slot.
+        int p = paramOf.count(input) ? paramOf[input]
+                                     : addParam(-1, prog.scratchSlots++, g.node(input).type.dtype,
+                                                product(shapes[input]));
         newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, {{input, p}});
         materialized[input] = p;
       }
