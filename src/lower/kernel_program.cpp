@@ -434,6 +434,14 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
     int64_t sd = i + s.size() >= rank ? s[i + s.size() - rank] : 1;
     aligned = sd == d[i] || sd == 1;
   }
+  if (aligned && product(s) == product(d)) {
+    // Only size-1 dims differ: the same flat index (keeps loop indices contiguous).
+    *perElem = false;
+    for (size_t i = 0; i < rank; ++i)
+      if (d[i] != 1 && ph_.reduced[i]) *perElem = true;
+    if (s == d) return pos;
+    return Index{pos.flat, {}, false};
+  }
   if (aligned) {
     *perElem = false;
     std::vector<int> c = coordsOf(pos, d);

@@ -10,6 +10,7 @@
 // level on the examples.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -17,8 +18,10 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -45,6 +48,8 @@ namespace {
 
 rt::cpu::OrcJit& jitAt(int level) {
   static std::map<int, std::unique_ptr<rt::cpu::OrcJit>> jits;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   auto& j = jits[level];
   if (!j) {
     auto made = rt::cpu::OrcJit::Create(level);
@@ -301,12 +306,36 @@ TEST(CpuLowering, GlobalReductionBecomesPhases) {
   Totals t;
   std::string f = checkGraph(g, {}, 3, fusion::Mode::Stitch, 1, t);
   EXPECT_TRUE(f.empty()) << f;
+  bool barrier = false;
   for (const auto& k : plan.kernels) {
+    bool global = std::any_of(k.edges.begin(), k.edges.end(),
+                              [](const fusion::Edge& e) { return e.scheme == fusion::Scheme::Global; });
+    if (!global) continue;
+    barrier = true;
+    // Store r per row, reduce it in one unit, then the rest with t read back.
     lower::KernelProgram p = lower::lowerKernel(g, k, {});
-    if (k.nodes.size() == 4) {
-      EXPECT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
-    }
+    EXPECT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
+    EXPECT_EQ(p.scratchSlots, 2) << lower::printProgram(p);
   }
+  EXPECT_TRUE(barrier) << "the planner no longer stitches across a grid barrier here";
+}
+
+// Kernels compiled from several threads at once on one JIT, then run.
+TEST(CpuCodegen, ConcurrentCompiles) {
+  auto all = examples();
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < failures.size(); ++t)
+    threads.emplace_back([&, t] {
+      Totals totals;
+      for (size_t i = t; i < all.size(); i += failures.size()) {
+        std::string f = checkGraph(all[i].second, fives(all[i].second), 11, fusion::Mode::Stitch,
+                                   1, totals);
+        if (!f.empty()) failures[t] += f;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) EXPECT_TRUE(f.empty()) << f;
 }
 
 // --- f16 / bf16 stores round to nearest even ---------------------------------------------------
