@@ -4,10 +4,10 @@
 // intermediates in plain vectors; plus unit tests of the lowering's index math and of f16/bf16
 // rounding on store.
 //
-// The JIT here runs at O1 (not the backend's O3): a thousand small plans at O3 would take most
-// of a minute in a Debug build on a shared two-core machine; the kernels of one plan are
-// compiled as one module (compileKernels) for the same reason. One O3 test checks the default
-// level on the examples.
+// The JIT runs at O3 (the backend's level) for the examples and odd random seeds, at O1 for even
+// seeds: a thousand small plans all at O3 would take most of a minute in a Debug build on a
+// shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
+// for the same reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -208,11 +208,12 @@ TEST(CpuCodegen, RandomGraphsMatchReference) {
     ir::Graph g = st::randomGraph(seed, o);
     ir::Bindings b = st::randomBindings(g, seed);
     for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
-      std::string f = checkGraph(g, b, seed, mode, 1, t);
+      // Odd seeds at O3 (vectorized, reassociated reductions), even ones at O1 (cheaper).
+      std::string f = checkGraph(g, b, seed, mode, seed % 2 ? 3 : 1, t);
       if (!f.empty() && printed++ < 5) ADD_FAILURE() << f;
     }
   }
-  report("random graphs O1", t);
+  report("random graphs O1/O3", t);
   EXPECT_EQ(t.mismatches, 0);
 }
 

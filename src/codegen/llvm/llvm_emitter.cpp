@@ -255,10 +255,17 @@ llvm::Value* PhaseEmitter::accInit(const lower::Accumulator& a) {
 llvm::Value* PhaseEmitter::accCombine(const lower::Accumulator& a, llvm::Value* acc,
                                       llvm::Value* v) {
   bool fl = ir::isFloat(a.dtype);
+  // Float sums and products may be reassociated: the vectorizer then keeps several partial
+  // accumulators (the reference sums in f64, so no f32 order is "the" answer; partial sums are
+  // usually closer to it than one long sequential chain).
+  auto reassoc = [](llvm::Value* x) {
+    llvm::cast<llvm::Instruction>(x)->setHasAllowReassoc(true);
+    return x;
+  };
   switch (a.op) {
     case lower::ReduceOp::Sum:
-    case lower::ReduceOp::Mean: return fl ? B_.CreateFAdd(acc, v) : B_.CreateAdd(acc, v);
-    case lower::ReduceOp::Prod: return fl ? B_.CreateFMul(acc, v) : B_.CreateMul(acc, v);
+    case lower::ReduceOp::Mean: return fl ? reassoc(B_.CreateFAdd(acc, v)) : B_.CreateAdd(acc, v);
+    case lower::ReduceOp::Prod: return fl ? reassoc(B_.CreateFMul(acc, v)) : B_.CreateMul(acc, v);
     case lower::ReduceOp::Max:
       return intrinsic(fl ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, {acc, v});
     case lower::ReduceOp::Min:

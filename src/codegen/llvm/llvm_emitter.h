@@ -9,9 +9,10 @@
 // in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
 // propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
 // Transcendentals call libm (expf, logf, ... and the double versions), which the JIT resolves
-// from the process. Reductions accumulate sequentially in the compute type (f32 for
-// f16/bf16/f32), in the reference's row-major order. Element loops are plain counted loops over
-// contiguous indices, so the loop vectorizer sees them.
+// from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32); float
+// sums and products are marked reassociable so the vectorizer keeps partial sums (the reference
+// sums in f64: no f32 order is exact). Element loops are plain counted loops over contiguous
+// indices, so the loop vectorizer sees them.
 #pragma once
 
 #include <memory>
