@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # One package a word. Later features append here (llvm-19-dev, libbenchmark-dev, hipcc, ...).
-STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev"
+STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev llvm-19-dev"
 
 missing=()
 for pkg in $STITCH_DEBIAN_PACKAGES; do

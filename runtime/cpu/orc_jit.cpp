@@ -1,0 +1,198 @@
+#include "runtime/cpu/orc_jit.h"
+
+#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+namespace stitch::rt::cpu {
+
+void initializeNativeTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+// Captures every object the JIT compiles, by module identifier, for compileToObject().
+class ObjectCapture : public llvm::ObjectCache {
+ public:
+  void notifyObjectCompiled(const llvm::Module* m, llvm::MemoryBufferRef obj) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!wanted_.count(m->getModuleIdentifier())) return;
+    objects_[m->getModuleIdentifier()] =
+        std::vector<char>(obj.getBufferStart(), obj.getBufferEnd());
+  }
+  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module*) override { return nullptr; }
+
+  void want(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_.insert(id);
+  }
+  std::optional<std::vector<char>> take(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_.erase(id);
+    auto it = objects_.find(id);
+    if (it == objects_.end()) return std::nullopt;
+    std::vector<char> out = std::move(it->second);
+    objects_.erase(it);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> wanted_;
+  std::map<std::string, std::vector<char>> objects_;
+};
+
+namespace {
+
+llvm::OptimizationLevel passLevel(int level) {
+  switch (level) {
+    case 0: return llvm::OptimizationLevel::O0;
+    case 1: return llvm::OptimizationLevel::O1;
+    case 2: return llvm::OptimizationLevel::O2;
+    default: return llvm::OptimizationLevel::O3;
+  }
+}
+
+llvm::CodeGenOptLevel codegenLevel(int level) {
+  switch (level) {
+    case 0: return llvm::CodeGenOptLevel::None;
+    case 1: return llvm::CodeGenOptLevel::Less;
+    case 2: return llvm::CodeGenOptLevel::Default;
+    default: return llvm::CodeGenOptLevel::Aggressive;
+  }
+}
+
+// The optimizer of the IR transform layer: the new pass manager's pipeline at `level`, with the
+// host TargetMachine's cost model.
+class Optimizer {
+ public:
+  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level) : tm_(std::move(tm)), level_(level) {}
+  void run(llvm::Module& m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = level_ >= 2;
+    pto.SLPVectorization = level_ >= 2;
+    llvm::PassBuilder pb(tm_.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = level_ == 0 ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                              : pb.buildPerModuleDefaultPipeline(passLevel(level_));
+    mpm.run(m, mam);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  int level_;
+};
+
+}  // namespace
+
+llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
+  initializeNativeTarget();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return jtmb.takeError();
+  jtmb->setCodeGenOptLevel(codegenLevel(optLevel));
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return tm.takeError();
+  auto capture = std::make_unique<ObjectCapture>();
+  ObjectCapture* cache = capture.get();
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(*jtmb)
+                 .setCompileFunctionCreator(
+                     [cache](llvm::orc::JITTargetMachineBuilder b)
+                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                       return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b),
+                                                                                cache);
+                     })
+                 .create();
+  if (!jit) return jit.takeError();
+  auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!gen) return gen.takeError();
+  (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
+  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel);
+  (*jit)->getIRTransformLayer().setTransform(
+      [optimizer](llvm::orc::ThreadSafeModule m, const llvm::orc::MaterializationResponsibility&)
+          -> llvm::Expected<llvm::orc::ThreadSafeModule> {
+        m.withModuleDo([&](llvm::Module& mod) { optimizer->run(mod); });
+        return m;
+      });
+  return std::unique_ptr<OrcJit>(new OrcJit(std::move(*jit), std::move(capture), optLevel));
+}
+
+OrcJit::OrcJit(std::unique_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<ObjectCapture> capture,
+               int optLevel)
+    : capture_(std::move(capture)), jit_(std::move(jit)), optLevel_(optLevel) {}
+
+OrcJit::~OrcJit() {
+  if (jit_) llvm::consumeError(jit_->getExecutionSession().endSession());
+}
+
+llvm::Expected<llvm::orc::ResourceTrackerSP> OrcJit::addModule(llvm::orc::ThreadSafeModule m) {
+  auto rt = jit_->getMainJITDylib().createResourceTracker();
+  if (auto err = jit_->addIRModule(rt, std::move(m))) return err;
+  return rt;
+}
+
+llvm::Expected<void*> OrcJit::lookup(std::string_view name) {
+  auto addr = jit_->lookup(llvm::StringRef(name.data(), name.size()));
+  if (!addr) return addr.takeError();
+  return addr->toPtr<void*>();
+}
+
+llvm::Error OrcJit::remove(const llvm::orc::ResourceTrackerSP& rt) { return rt->remove(); }
+
+llvm::Expected<std::vector<char>> OrcJit::compileToObject(llvm::orc::ThreadSafeModule m,
+                                                          std::string_view symbol) {
+  std::string id = m.withModuleDo([](llvm::Module& mod) { return mod.getModuleIdentifier(); });
+  capture_->want(id);
+  auto rt = addModule(std::move(m));
+  if (!rt) return rt.takeError();
+  auto addr = lookup(symbol);
+  llvm::Error removed = (*rt)->remove();
+  if (!addr) {
+    llvm::consumeError(std::move(removed));
+    capture_->take(id);
+    return addr.takeError();
+  }
+  if (removed) return removed;
+  auto obj = capture_->take(id);
+  if (!obj)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no object was captured for module " + id);
+  return std::move(*obj);
+}
+
+llvm::Expected<llvm::orc::ResourceTrackerSP> OrcJit::loadObject(const std::vector<char>& object,
+                                                                std::string_view name) {
+  auto rt = jit_->getMainJITDylib().createResourceTracker();
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(
+      llvm::StringRef(object.data(), object.size()), llvm::StringRef(name.data(), name.size()));
+  if (auto err = jit_->addObjectFile(rt, std::move(buf))) return err;
+  return rt;
+}
+
+}  // namespace stitch::rt::cpu

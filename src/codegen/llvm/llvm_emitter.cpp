@@ -1,0 +1,400 @@
+// KernelProgram -> LLVM IR (contract in llvm_emitter.h).
+#include "codegen/llvm/llvm_emitter.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "support/error.h"
+
+namespace stitch::codegen {
+
+using ir::DType;
+using ir::OpCode;
+using lower::Inst;
+using lower::InstKind;
+
+namespace {
+
+class PhaseEmitter {
+ public:
+  PhaseEmitter(llvm::Module& m, const lower::Phase& ph)
+      : C_(m.getContext()), M_(m), B_(C_), ph_(ph) {}
+
+  void emit(const std::string& name);
+
+ private:
+  llvm::Type* ctype(DType t) {
+    switch (t) {
+      case DType::F16:
+      case DType::BF16:
+      case DType::F32: return B_.getFloatTy();
+      case DType::F64: return B_.getDoubleTy();
+      case DType::I32: return B_.getInt32Ty();
+      case DType::I64: return B_.getInt64Ty();
+      case DType::Bool: return B_.getInt1Ty();
+    }
+    return nullptr;
+  }
+  llvm::Type* mtype(DType t) {
+    switch (t) {
+      case DType::F16:
+      case DType::BF16: return B_.getInt16Ty();
+      case DType::Bool: return B_.getInt8Ty();
+      default: return ctype(t);
+    }
+  }
+  DType dtypeOf(int id) const { return ph_.insts[static_cast<size_t>(id)].dtype; }
+  llvm::Value* val(int id) const { return vals_[static_cast<size_t>(id)]; }
+  llvm::Value* i64(int64_t v) { return B_.getInt64(static_cast<uint64_t>(v)); }
+
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+    return B_.CreateIntrinsic(id, {args[0]->getType()}, args);
+  }
+  llvm::Value* libm(const char* base, std::vector<llvm::Value*> args) {
+    llvm::Type* t = args[0]->getType();
+    std::string name = std::string(base) + (t->isFloatTy() ? "f" : "");
+    std::vector<llvm::Type*> params(args.size(), t);
+    llvm::FunctionCallee f = M_.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
+    return B_.CreateCall(f, args);
+  }
+  // Rounds an f32 compute value to f16/bf16 (nearest even) and back; identity for other types.
+  llvm::Value* round(llvm::Value* v, DType t) {
+    if (t == DType::F16) return B_.CreateFPExt(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getFloatTy());
+    if (t == DType::BF16) return B_.CreateBitCast(B_.CreateShl(bf16Bits32(v), 16), B_.getFloatTy());
+    return v;
+  }
+  // bf16 bits (in the low 16 bits of an i32) of an f32 value, round to nearest even.
+  llvm::Value* bf16Bits32(llvm::Value* v) {
+    llvm::Value* bits = B_.CreateBitCast(v, B_.getInt32Ty());
+    llvm::Value* lsb = B_.CreateAnd(B_.CreateLShr(bits, 16), 1);
+    llvm::Value* rounded = B_.CreateLShr(B_.CreateAdd(B_.CreateAdd(bits, B_.getInt32(0x7FFF)), lsb), 16);
+    llvm::Value* quiet = B_.CreateLShr(B_.CreateOr(bits, B_.getInt32(0x00400000)), 16);
+    llvm::Value* isNan = B_.CreateFCmpUNO(v, v);
+    return B_.CreateSelect(isNan, quiet, rounded);
+  }
+  llvm::Value* load(const Inst& in) {
+    llvm::Value* p = B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
+    llvm::Value* raw = B_.CreateLoad(mtype(in.dtype), p);
+    switch (in.dtype) {
+      case DType::F16: return B_.CreateFPExt(B_.CreateBitCast(raw, B_.getHalfTy()), B_.getFloatTy());
+      case DType::BF16:
+        return B_.CreateBitCast(B_.CreateShl(B_.CreateZExt(raw, B_.getInt32Ty()), 16),
+                                B_.getFloatTy());
+      case DType::Bool: return B_.CreateICmpNE(raw, B_.getInt8(0));
+      default: return raw;
+    }
+  }
+  void store(const Inst& in) {
+    llvm::Value* v = val(in.args[1]);
+    switch (in.dtype) {
+      case DType::F16: v = B_.CreateBitCast(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getInt16Ty()); break;
+      case DType::BF16: v = B_.CreateTrunc(bf16Bits32(v), B_.getInt16Ty()); break;
+      case DType::Bool: v = B_.CreateZExt(v, B_.getInt8Ty()); break;
+      default: break;
+    }
+    llvm::Value* p = B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
+    B_.CreateStore(v, p);
+  }
+  llvm::Value* constant(const Inst& in) {
+    llvm::Type* t = ctype(in.dtype);
+    if (ir::isFloat(in.dtype)) return llvm::ConstantFP::get(t, in.fvalue);
+    if (in.dtype == DType::Bool) return B_.getInt1(in.ivalue != 0);
+    return llvm::ConstantInt::get(t, static_cast<uint64_t>(in.ivalue), true);
+  }
+  llvm::Value* cast(llvm::Value* x, DType from, DType to);
+  llvm::Value* op(const Inst& in);
+  llvm::Value* accInit(const lower::Accumulator& a);
+  llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
+  void emitBlock(const lower::Block& b);
+  void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body);
+
+  llvm::LLVMContext& C_;
+  llvm::Module& M_;
+  llvm::IRBuilder<> B_;
+  const lower::Phase& ph_;
+  std::vector<llvm::Value*> vals_;
+  std::vector<llvm::Value*> bufs_;
+  std::vector<llvm::AllocaInst*> accSlots_;
+  std::vector<llvm::Value*> accFinal_;
+  llvm::Value* unit_ = nullptr;
+  llvm::Value* loopIndex_ = nullptr;
+};
+
+llvm::Value* PhaseEmitter::cast(llvm::Value* x, DType from, DType to) {
+  if (from == to) return x;
+  llvm::Type* t = ctype(to);
+  if (ir::isFloat(from)) {
+    if (ir::isFloat(to)) {
+      llvm::Value* y = x;
+      if (x->getType() != t)
+        y = t->isDoubleTy() ? B_.CreateFPExt(x, t) : B_.CreateFPTrunc(x, t);
+      return round(y, to);
+    }
+    if (ir::isInt(to))
+      return B_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
+    return B_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+  }
+  if (from == DType::Bool) {
+    if (ir::isFloat(to)) return B_.CreateUIToFP(x, t);
+    return B_.CreateZExt(x, t);
+  }
+  // From an int.
+  if (ir::isFloat(to)) {
+    llvm::Value* d = B_.CreateSIToFP(x, B_.getDoubleTy());
+    if (!t->isDoubleTy()) d = B_.CreateFPTrunc(d, t);
+    return round(d, to);
+  }
+  if (to == DType::Bool) return B_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  return B_.CreateSExtOrTrunc(x, t);
+}
+
+llvm::Value* PhaseEmitter::op(const Inst& in) {
+  DType t = in.dtype;
+  llvm::Value* a = val(in.args[0]);
+  llvm::Value* b = in.args[1] >= 0 ? val(in.args[1]) : nullptr;
+  DType at = dtypeOf(in.args[0]);
+  bool fl = ir::isFloat(at);
+  auto r = [&](llvm::Value* v) { return round(v, t); };
+  llvm::Type* ty = a->getType();
+  auto one = [&] { return llvm::ConstantFP::get(ty, 1.0); };
+  switch (in.op) {
+    case OpCode::Neg: return fl ? r(B_.CreateFNeg(a)) : B_.CreateSub(llvm::ConstantInt::get(ty, 0), a);
+    case OpCode::Abs:
+      if (fl) return intrinsic(llvm::Intrinsic::fabs, {a});
+      return B_.CreateSelect(B_.CreateICmpSLT(a, llvm::ConstantInt::get(ty, 0)),
+                             B_.CreateSub(llvm::ConstantInt::get(ty, 0), a), a);
+    case OpCode::Relu:
+      if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
+      return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
+    case OpCode::Exp: return r(libm("exp", {a}));
+    case OpCode::Log: return r(libm("log", {a}));
+    case OpCode::Log1p: return r(libm("log1p", {a}));
+    case OpCode::Tanh: return r(libm("tanh", {a}));
+    case OpCode::Erf: return r(libm("erf", {a}));
+    case OpCode::Sin: return r(libm("sin", {a}));
+    case OpCode::Cos: return r(libm("cos", {a}));
+    case OpCode::Sqrt: return r(intrinsic(llvm::Intrinsic::sqrt, {a}));
+    case OpCode::Rsqrt: return r(B_.CreateFDiv(one(), intrinsic(llvm::Intrinsic::sqrt, {a})));
+    case OpCode::Sigmoid:
+      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), libm("exp", {B_.CreateFNeg(a)}))));
+    case OpCode::Reciprocal: return r(B_.CreateFDiv(one(), a));
+    case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor, {a});
+    case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil, {a});
+    case OpCode::LogicalNot: return B_.CreateNot(a);
+    case OpCode::Add: return fl ? r(B_.CreateFAdd(a, b)) : B_.CreateAdd(a, b);
+    case OpCode::Sub: return fl ? r(B_.CreateFSub(a, b)) : B_.CreateSub(a, b);
+    case OpCode::Mul: return fl ? r(B_.CreateFMul(a, b)) : B_.CreateMul(a, b);
+    case OpCode::Div: {
+      if (fl) return r(B_.CreateFDiv(a, b));
+      llvm::Value* zero = llvm::ConstantInt::get(ty, 0);
+      llvm::Value* minus1 = llvm::ConstantInt::get(ty, static_cast<uint64_t>(-1), true);
+      llvm::Value* isZero = B_.CreateICmpEQ(b, zero);
+      llvm::Value* isM1 = B_.CreateICmpEQ(b, minus1);
+      llvm::Value* safe = B_.CreateSelect(B_.CreateOr(isZero, isM1), llvm::ConstantInt::get(ty, 1), b);
+      llvm::Value* q = B_.CreateSDiv(a, safe);
+      return B_.CreateSelect(isZero, zero, B_.CreateSelect(isM1, B_.CreateSub(zero, a), q));
+    }
+    case OpCode::Maximum:
+      return fl ? r(intrinsic(llvm::Intrinsic::maximum, {a, b}))
+                : intrinsic(llvm::Intrinsic::smax, {a, b});
+    case OpCode::Minimum:
+      return fl ? r(intrinsic(llvm::Intrinsic::minimum, {a, b}))
+                : intrinsic(llvm::Intrinsic::smin, {a, b});
+    case OpCode::Pow: return r(libm("pow", {a, b}));
+    case OpCode::Eq: return fl ? B_.CreateFCmpOEQ(a, b) : B_.CreateICmpEQ(a, b);
+    case OpCode::Ne: return fl ? B_.CreateFCmpUNE(a, b) : B_.CreateICmpNE(a, b);
+    case OpCode::Lt: return fl ? B_.CreateFCmpOLT(a, b) : B_.CreateICmpSLT(a, b);
+    case OpCode::Le: return fl ? B_.CreateFCmpOLE(a, b) : B_.CreateICmpSLE(a, b);
+    case OpCode::Gt: return fl ? B_.CreateFCmpOGT(a, b) : B_.CreateICmpSGT(a, b);
+    case OpCode::Ge: return fl ? B_.CreateFCmpOGE(a, b) : B_.CreateICmpSGE(a, b);
+    case OpCode::LogicalAnd: return B_.CreateAnd(a, b);
+    case OpCode::LogicalOr: return B_.CreateOr(a, b);
+    case OpCode::Select: return B_.CreateSelect(a, b, val(in.args[2]));
+    case OpCode::Cast: return cast(a, at, t);
+    default: break;
+  }
+  throwError(ErrorCode::Internal,
+             fmt::format("llvm emitter: {} is not an elementwise op", ir::opName(in.op)));
+}
+
+llvm::Value* PhaseEmitter::accInit(const lower::Accumulator& a) {
+  llvm::Type* t = ctype(a.dtype);
+  if (ir::isFloat(a.dtype)) {
+    double inf = std::numeric_limits<double>::infinity();
+    switch (a.op) {
+      case lower::ReduceOp::Sum:
+      case lower::ReduceOp::Mean: return llvm::ConstantFP::get(t, 0.0);
+      case lower::ReduceOp::Prod: return llvm::ConstantFP::get(t, 1.0);
+      case lower::ReduceOp::Max: return llvm::ConstantFP::get(t, -inf);
+      case lower::ReduceOp::Min: return llvm::ConstantFP::get(t, inf);
+    }
+  }
+  unsigned bits = t->getIntegerBitWidth();
+  switch (a.op) {
+    case lower::ReduceOp::Sum:
+    case lower::ReduceOp::Mean: return llvm::ConstantInt::get(t, 0);
+    case lower::ReduceOp::Prod: return llvm::ConstantInt::get(t, 1);
+    case lower::ReduceOp::Max: return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMinValue(bits));
+    case lower::ReduceOp::Min: return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMaxValue(bits));
+  }
+  return nullptr;
+}
+
+llvm::Value* PhaseEmitter::accCombine(const lower::Accumulator& a, llvm::Value* acc,
+                                      llvm::Value* v) {
+  bool fl = ir::isFloat(a.dtype);
+  // Float sums and products may be reassociated: the vectorizer then keeps several partial
+  // accumulators (the reference sums in f64, so no f32 order is "the" answer; partial sums are
+  // usually closer to it than one long sequential chain).
+  auto reassoc = [](llvm::Value* x) {
+    llvm::cast<llvm::Instruction>(x)->setHasAllowReassoc(true);
+    return x;
+  };
+  switch (a.op) {
+    case lower::ReduceOp::Sum:
+    case lower::ReduceOp::Mean: return fl ? reassoc(B_.CreateFAdd(acc, v)) : B_.CreateAdd(acc, v);
+    case lower::ReduceOp::Prod: return fl ? reassoc(B_.CreateFMul(acc, v)) : B_.CreateMul(acc, v);
+    case lower::ReduceOp::Max:
+      return intrinsic(fl ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, {acc, v});
+    case lower::ReduceOp::Min:
+      return intrinsic(fl ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, {acc, v});
+  }
+  return nullptr;
+}
+
+void PhaseEmitter::emitBlock(const lower::Block& b) {
+  for (int id : b.insts) {
+    const Inst& in = ph_.insts[static_cast<size_t>(id)];
+    llvm::Value* v = nullptr;
+    switch (in.kind) {
+      case InstKind::Const: v = constant(in); break;
+      case InstKind::UnitIndex: v = unit_; break;
+      case InstKind::LoopIndex: v = loopIndex_; break;
+      case InstKind::IAdd: v = B_.CreateAdd(val(in.args[0]), val(in.args[1]), "", false, true); break;
+      case InstKind::IMulC: v = B_.CreateMul(val(in.args[0]), i64(in.ivalue), "", false, true); break;
+      case InstKind::IDivC: v = B_.CreateUDiv(val(in.args[0]), i64(in.ivalue)); break;
+      case InstKind::IRemC: v = B_.CreateURem(val(in.args[0]), i64(in.ivalue)); break;
+      case InstKind::Load: v = load(in); break;
+      case InstKind::Store: store(in); break;
+      case InstKind::AccRead: v = accFinal_[static_cast<size_t>(in.acc)]; break;
+      case InstKind::Accumulate: {
+        const lower::Accumulator& a = ph_.accs[static_cast<size_t>(in.acc)];
+        llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(in.acc)];
+        llvm::Value* acc = B_.CreateLoad(slot->getAllocatedType(), slot);
+        B_.CreateStore(accCombine(a, acc, val(in.args[0])), slot);
+        break;
+      }
+      case InstKind::Op: v = op(in); break;
+    }
+    vals_[static_cast<size_t>(id)] = v;
+  }
+}
+
+void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
+                        const std::function<void(llvm::Value*)>& body) {
+  llvm::Function* f = B_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = B_.GetInsertBlock();
+  llvm::BasicBlock* header = llvm::BasicBlock::Create(C_, "loop", f);
+  llvm::BasicBlock* bodyBB = llvm::BasicBlock::Create(C_, "body", f);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(C_, "exit", f);
+  B_.CreateBr(header);
+  B_.SetInsertPoint(header);
+  llvm::PHINode* i = B_.CreatePHI(B_.getInt64Ty(), 2, "i");
+  i->addIncoming(lo, pre);
+  B_.CreateCondBr(B_.CreateICmpSLT(i, hi), bodyBB, exit);
+  B_.SetInsertPoint(bodyBB);
+  body(i);
+  llvm::Value* next = B_.CreateAdd(i, i64(1), "", true, true);
+  i->addIncoming(next, B_.GetInsertBlock());
+  B_.CreateBr(header);
+  B_.SetInsertPoint(exit);
+}
+
+void PhaseEmitter::emit(const std::string& name) {
+  llvm::Type* ptr = B_.getPtrTy();
+  auto* fty = llvm::FunctionType::get(B_.getVoidTy(), {ptr, B_.getInt64Ty(), B_.getInt64Ty()}, false);
+  llvm::Function* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, M_);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  f->addFnAttr(llvm::Attribute::NoFree);
+  llvm::Argument* buffers = f->getArg(0);
+  llvm::Argument* begin = f->getArg(1);
+  llvm::Argument* end = f->getArg(2);
+  buffers->addAttr(llvm::Attribute::NoAlias);
+  buffers->addAttr(llvm::Attribute::ReadOnly);
+  B_.SetInsertPoint(llvm::BasicBlock::Create(C_, "entry", f));
+  for (size_t i = 0; i < ph_.buffers.size(); ++i)
+    bufs_.push_back(B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
+  vals_.assign(ph_.insts.size(), nullptr);
+  for (const lower::Accumulator& a : ph_.accs) {
+    accSlots_.push_back(B_.CreateAlloca(ctype(a.dtype)));
+    accFinal_.push_back(nullptr);
+  }
+  if (!ph_.reduce) {
+    llvm::Value* lo = B_.CreateMul(begin, i64(ph_.chunk));
+    llvm::Value* hi = B_.CreateMul(end, i64(ph_.chunk));
+    hi = B_.CreateSelect(B_.CreateICmpSLT(hi, i64(ph_.total)), hi, i64(ph_.total));
+    loop(lo, hi, [&](llvm::Value* i) {
+      loopIndex_ = i;
+      emitBlock(ph_.elems);
+    });
+  } else {
+    loop(begin, end, [&](llvm::Value* u) {
+      unit_ = u;
+      emitBlock(ph_.pre);
+      for (const lower::Stage& st : ph_.stages) {
+        for (int a : st.accs)
+          B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), accSlots_[static_cast<size_t>(a)]);
+        loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
+          loopIndex_ = k;
+          emitBlock(st.body);
+        });
+        for (int ai : st.accs) {
+          const lower::Accumulator& a = ph_.accs[static_cast<size_t>(ai)];
+          llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(ai)];
+          llvm::Value* v = B_.CreateLoad(slot->getAllocatedType(), slot);
+          if (a.op == lower::ReduceOp::Mean)
+            v = B_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count)));
+          accFinal_[static_cast<size_t>(ai)] = round(v, a.dtype);
+        }
+      }
+      emitBlock(ph_.post);
+      if (!ph_.elems.insts.empty())
+        loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
+          loopIndex_ = k;
+          emitBlock(ph_.elems);
+        });
+    });
+  }
+  B_.CreateRetVoid();
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*f, &os))
+    throwError(ErrorCode::Internal, fmt::format("llvm emitter: invalid function {}: {}", name, err));
+}
+
+}  // namespace
+
+std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
+                                     llvm::Module& m) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    std::string name = fmt::format("{}_{}", prefix, i);
+    PhaseEmitter(m, p.phases[i]).emit(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace stitch::codegen

@@ -1,0 +1,36 @@
+// LLVM IR for kernel programs (the host backend's code generator).
+//
+// Each phase of a KernelProgram becomes one function
+//   void NAME_<phase>(void* const* buffers, int64_t begin, int64_t end)
+// computing units [begin, end) of the phase; buffers are the phase's buffers in order (inputs,
+// then outputs), each compact row-major data in its dtype. Numbers follow the reference
+// interpreter: f16/bf16 are loaded and stored as i16 bits and computed in f32, every f16/bf16
+// result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32, f64
+// in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
+// propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
+// Transcendentals call libm (expf, logf, ... and the double versions), which the JIT resolves
+// from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32); float
+// sums and products are marked reassociable so the vectorizer keeps partial sums (the reference
+// sums in f64: no f32 order is exact). Element loops are plain counted loops over contiguous
+// indices, so the loop vectorizer sees them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lower/kernel_program.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace stitch::codegen {
+
+// Adds one function per phase of `p` to `m`, named `prefix` + "_" + phase index; returns the
+// function names in phase order.
+std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
+                                     llvm::Module& m);
+
+}  // namespace stitch::codegen

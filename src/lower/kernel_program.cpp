@@ -1,0 +1,794 @@
+// Lowering a fused kernel to a KernelProgram (design note in kernel_program.h).
+//
+// One recursive function, `value(node, index)`, gives the instruction computing a node at a flat
+// index of its own shape; everything else (units, stages, stores, phases for grid barriers and
+// horizontal parts) arranges where it is called. Instructions are hash-consed per scope, so the
+// same index or value asked for twice is one instruction.
+#include "lower/kernel_program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "ir/signature.h"
+#include "support/error.h"
+
+namespace stitch::lower {
+
+using ir::OpCode;
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+int64_t product(const Dims& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+Dims stridesOf(const Dims& shape) {
+  Dims s(shape.size(), 1);
+  for (size_t k = shape.size(); k-- > 1;) s[k - 1] = s[k] * shape[k];
+  return s;
+}
+
+bool isReduce(OpCode op) {
+  return op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin ||
+         op == OpCode::ReduceMean || op == OpCode::ReduceProd;
+}
+
+ReduceOp reduceOpOf(OpCode op) {
+  switch (op) {
+    case OpCode::ReduceSum: return ReduceOp::Sum;
+    case OpCode::ReduceMax: return ReduceOp::Max;
+    case OpCode::ReduceMin: return ReduceOp::Min;
+    case OpCode::ReduceMean: return ReduceOp::Mean;
+    default: return ReduceOp::Prod;
+  }
+}
+
+// A flat index into some shape, with its coordinates when they are known (else computed on
+// demand by division).
+struct Index {
+  int flat = -1;
+  std::vector<int> coords;
+  bool known = false;
+};
+
+using CseKey = std::tuple<int, int, int, int, int, int, int, int, int64_t, uint64_t>;
+
+struct Scope {
+  Block* block;
+  std::map<CseKey, int> cse;
+  std::map<std::pair<int, int>, int> memo;  // (node, flat index inst) -> value inst
+};
+
+class PhaseBuilder {
+ public:
+  PhaseBuilder(const ir::Graph& g, const std::vector<Dims>& shapes, Phase& ph,
+               const std::map<int, int>& materialized, const std::vector<bool>& inKernel)
+      : g_(g), shapes_(shapes), ph_(ph), materialized_(materialized), inKernel_(inKernel) {}
+
+  // Builds the phase: domain, reduced axes, the values to store (node, program param).
+  void build(const std::vector<std::pair<int, int>>& stores);
+
+  std::vector<int> inputParams;   // program params read, by position
+  std::vector<int> outputParams;  // program params written, by position
+
+ private:
+  int add(Inst in);
+  int constI(int64_t v) {
+    Inst in;
+    in.kind = InstKind::Const;
+    in.ivalue = v;
+    return add(in);
+  }
+  int kindOnly(InstKind k) {
+    Inst in;
+    in.kind = k;
+    return add(in);
+  }
+  const Inst& inst(int id) const { return ph_.insts[static_cast<size_t>(id)]; }
+  bool isConst(int id, int64_t* v) const {
+    const Inst& in = inst(id);
+    if (in.kind != InstKind::Const || in.dtype != ir::DType::I64) return false;
+    *v = in.ivalue;
+    return true;
+  }
+  int iadd(int a, int b);
+  int imulc(int a, int64_t c);
+  int idivc(int a, int64_t c);
+  int iremc(int a, int64_t c);
+  int op(OpCode code, ir::DType t, int a, int b = -1, int c = -1) {
+    Inst in;
+    in.kind = InstKind::Op;
+    in.op = code;
+    in.dtype = t;
+    in.args[0] = a;
+    in.args[1] = b;
+    in.args[2] = c;
+    return add(in);
+  }
+  std::vector<int> coordsOf(Index& idx, const Dims& shape);
+  int flatOf(const std::vector<int>& coords, const Dims& shape);
+  Index makeIndex(std::vector<int> coords, const Dims& shape) {
+    Index r;
+    r.flat = flatOf(coords, shape);
+    r.coords = std::move(coords);
+    r.known = true;
+    return r;
+  }
+  Index broadcastIndex(Index& from, const Dims& fromShape, const Dims& toShape);
+  int value(int node, Index idx);
+  int valueUncached(int node, Index& idx);
+  int load(int param, ir::DType t, int flat);
+  void store(int param, ir::DType t, int flat, int v);
+  bool isRowReduction(int node) const;
+  // The index of `node` at domain position `pos`; perElem: it varies along the reduced axes.
+  Index fromDomain(int node, Index& pos, bool* perElem);
+  void push(Block* b) { scopes_.push_back(Scope{b, {}, {}}); }
+  void pop() { scopes_.pop_back(); }
+
+  const ir::Graph& g_;
+  const std::vector<Dims>& shapes_;
+  Phase& ph_;
+  const std::map<int, int>& materialized_;
+  const std::vector<bool>& inKernel_;
+  std::vector<Scope> scopes_;
+  std::map<int, int> accOf_;  // row reduction node -> accumulator
+  int unit_ = -1;
+};
+
+int PhaseBuilder::add(Inst in) {
+  bool pure = in.kind != InstKind::Store && in.kind != InstKind::Accumulate;
+  CseKey key{};
+  if (pure) {
+    uint64_t fbits;
+    std::memcpy(&fbits, &in.fvalue, sizeof fbits);
+    key = CseKey{static_cast<int>(in.kind), static_cast<int>(in.dtype), static_cast<int>(in.op),
+                 in.args[0], in.args[1], in.args[2], in.buffer, in.acc, in.ivalue, fbits};
+    for (size_t s = scopes_.size(); s-- > 0;)
+      if (auto it = scopes_[s].cse.find(key); it != scopes_[s].cse.end()) return it->second;
+  }
+  int id = static_cast<int>(ph_.insts.size());
+  ph_.insts.push_back(in);
+  scopes_.back().block->insts.push_back(id);
+  if (pure) scopes_.back().cse[key] = id;
+  return id;
+}
+
+int PhaseBuilder::iadd(int a, int b) {
+  int64_t x, y;
+  bool ca = isConst(a, &x), cb = isConst(b, &y);
+  if (ca && cb) return constI(x + y);
+  if (ca && x == 0) return b;
+  if (cb && y == 0) return a;
+  Inst in;
+  in.kind = InstKind::IAdd;
+  in.args[0] = std::min(a, b);
+  in.args[1] = std::max(a, b);
+  return add(in);
+}
+
+int PhaseBuilder::imulc(int a, int64_t c) {
+  int64_t x;
+  if (isConst(a, &x)) return constI(x * c);
+  if (c == 1) return a;
+  if (c == 0) return constI(0);
+  Inst in;
+  in.kind = InstKind::IMulC;
+  in.args[0] = a;
+  in.ivalue = c;
+  return add(in);
+}
+
+int PhaseBuilder::idivc(int a, int64_t c) {
+  int64_t x;
+  if (isConst(a, &x)) return constI(x / c);
+  if (c == 1) return a;
+  Inst in;
+  in.kind = InstKind::IDivC;
+  in.args[0] = a;
+  in.ivalue = c;
+  return add(in);
+}
+
+int PhaseBuilder::iremc(int a, int64_t c) {
+  int64_t x;
+  if (isConst(a, &x)) return constI(x % c);
+  if (c == 1) return constI(0);
+  Inst in;
+  in.kind = InstKind::IRemC;
+  in.args[0] = a;
+  in.ivalue = c;
+  return add(in);
+}
+
+std::vector<int> PhaseBuilder::coordsOf(Index& idx, const Dims& shape) {
+  if (idx.known) return idx.coords;
+  std::vector<int> c(shape.size());
+  int rest = idx.flat;
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (k == 0) {
+      c[k] = shape[k] == 1 ? constI(0) : rest;  // rest < shape[0] for in-range indices
+    } else {
+      c[k] = iremc(rest, std::max<int64_t>(shape[k], 1));
+      rest = idivc(rest, std::max<int64_t>(shape[k], 1));
+    }
+  }
+  idx.coords = c;
+  idx.known = true;
+  return c;
+}
+
+int PhaseBuilder::flatOf(const std::vector<int>& coords, const Dims& shape) {
+  Dims st = stridesOf(shape);
+  int flat = constI(0);
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (shape[k] != 1) flat = iadd(flat, imulc(coords[k], st[k]));
+  return flat;
+}
+
+Index PhaseBuilder::broadcastIndex(Index& from, const Dims& fromShape, const Dims& toShape) {
+  if (fromShape == toShape) return from;
+  if (product(toShape) == 1) return makeIndex(std::vector<int>(toShape.size(), constI(0)), toShape);
+  std::vector<int> c = coordsOf(from, fromShape);
+  std::vector<int> out(toShape.size());
+  size_t lead = fromShape.size() - toShape.size();
+  for (size_t j = 0; j < toShape.size(); ++j)
+    out[j] = toShape[j] == 1 ? constI(0) : c[lead + j];
+  return makeIndex(std::move(out), toShape);
+}
+
+int PhaseBuilder::load(int param, ir::DType t, int flat) {
+  auto it = std::find(inputParams.begin(), inputParams.end(), param);
+  int pos = static_cast<int>(it - inputParams.begin());
+  if (it == inputParams.end()) inputParams.push_back(param);
+  Inst in;
+  in.kind = InstKind::Load;
+  in.dtype = t;
+  in.buffer = pos;
+  in.args[0] = flat;
+  return add(in);
+}
+
+void PhaseBuilder::store(int param, ir::DType t, int flat, int v) {
+  auto it = std::find(outputParams.begin(), outputParams.end(), param);
+  int pos = static_cast<int>(it - outputParams.begin());
+  if (it == outputParams.end()) outputParams.push_back(param);
+  Inst in;
+  in.kind = InstKind::Store;
+  in.dtype = t;
+  in.buffer = pos;  // made absolute (after the inputs) when the phase is finished
+  in.args[0] = flat;
+  in.args[1] = v;
+  add(in);
+}
+
+bool PhaseBuilder::isRowReduction(int node) const {
+  const ir::Node& n = g_.node(node);
+  if (!isReduce(n.op) || materialized_.count(node) || !ph_.reduce) return false;
+  if (shapes_[n.operands[0]] != ph_.domain) return false;
+  std::vector<bool> r(ph_.domain.size(), false);
+  for (int64_t a : n.attrs.getInts("axes"))
+    if (ph_.domain[static_cast<size_t>(a)] != 1) r[static_cast<size_t>(a)] = true;
+  return r == ph_.reduced;
+}
+
+int PhaseBuilder::value(int node, Index idx) {
+  std::pair<int, int> key{node, idx.flat};
+  for (size_t s = scopes_.size(); s-- > 0;)
+    if (auto it = scopes_[s].memo.find(key); it != scopes_[s].memo.end()) return it->second;
+  int v = valueUncached(node, idx);
+  scopes_.back().memo[key] = v;
+  return v;
+}
+
+int PhaseBuilder::valueUncached(int node, Index& idx) {
+  const ir::Node& n = g_.node(node);
+  const Dims& shape = shapes_[node];
+  ir::DType t = n.type.dtype;
+  if (auto it = materialized_.find(node); it != materialized_.end())
+    return load(it->second, t, idx.flat);
+  auto operand = [&](int k) {
+    int o = n.operands[static_cast<size_t>(k)];
+    return value(o, broadcastIndex(idx, shape, shapes_[o]));
+  };
+  switch (ir::opInfo(n.op).cls) {
+    case ir::OpClass::Source: {
+      if (n.op == OpCode::Input)
+        throwError(ErrorCode::Internal,
+                   fmt::format("lowering: input {} is not a kernel input", n.name));
+      if (n.op == OpCode::Iota) {
+        std::vector<int> c = coordsOf(idx, shape);
+        return op(OpCode::Cast, t, c[static_cast<size_t>(n.attrs.getInt("axis"))]);
+      }
+      double v = n.attrs.getFloat("value");
+      Inst in;
+      in.kind = InstKind::Const;
+      in.dtype = t;
+      if (ir::isFloat(t)) in.fvalue = ir::roundToFloat(v, t);
+      else if (ir::isInt(t)) in.ivalue = static_cast<int64_t>(v);
+      else in.ivalue = v != 0.0;
+      return add(in);
+    }
+    case ir::OpClass::Unary:
+    case ir::OpClass::Cast: return op(n.op, t, operand(0));
+    case ir::OpClass::Binary: return op(n.op, t, operand(0), operand(1));
+    case ir::OpClass::Select: return op(n.op, t, operand(0), operand(1), operand(2));
+    case ir::OpClass::Reduce: {
+      if (auto it = accOf_.find(node); it != accOf_.end()) {
+        Inst in;
+        in.kind = InstKind::AccRead;
+        in.dtype = t;
+        in.acc = it->second;
+        return add(in);
+      }
+      // A reduction over size-1 axes only is its input at the same place.
+      const Dims& inShape = shapes_[n.operands[0]];
+      std::vector<bool> red(inShape.size(), false);
+      int64_t count = 1;
+      for (int64_t a : n.attrs.getInts("axes")) {
+        red[static_cast<size_t>(a)] = true;
+        count *= inShape[static_cast<size_t>(a)];
+      }
+      STITCH_CHECK(count == 1, ErrorCode::Unsupported,
+                   "lowering: reduction {} is neither a row reduction of its kernel nor "
+                   "materialized",
+                   n.name);
+      std::vector<int> c = coordsOf(idx, shape);
+      bool keep = n.attrs.getBool("keepdims");
+      std::vector<int> in(inShape.size());
+      size_t j = 0;
+      for (size_t a = 0; a < inShape.size(); ++a) {
+        if (red[a]) {
+          in[a] = constI(0);
+          if (keep) ++j;
+        } else {
+          in[a] = c[j++];
+        }
+      }
+      int x = value(n.operands[0], makeIndex(std::move(in), inShape));
+      // Mean over one element is the element (x / 1); the others are the element itself.
+      return x;
+    }
+    case ir::OpClass::Layout: break;
+    case ir::OpClass::Composite:
+      throwError(ErrorCode::Unsupported,
+                 fmt::format("lowering: composite {} ({}) must be decomposed first", n.name,
+                             ir::opName(n.op)));
+  }
+  int src = n.operands[0];
+  const Dims& inShape = shapes_[src];
+  switch (n.op) {
+    case OpCode::Reshape: return value(src, Index{idx.flat, {}, false});
+    case OpCode::BroadcastTo: return value(src, broadcastIndex(idx, shape, inShape));
+    case OpCode::Transpose: {
+      std::vector<int> c = coordsOf(idx, shape);
+      const auto& perm = n.attrs.getInts("perm");
+      std::vector<int> in(inShape.size());
+      for (size_t k = 0; k < perm.size(); ++k) in[static_cast<size_t>(perm[k])] = c[k];
+      return value(src, makeIndex(std::move(in), inShape));
+    }
+    case OpCode::Slice: {
+      std::vector<int> c = coordsOf(idx, shape);
+      const auto& starts = n.attrs.getInts("starts");
+      const auto& steps = n.attrs.getInts("steps");
+      std::vector<int> in(inShape.size());
+      for (size_t k = 0; k < in.size(); ++k)
+        in[k] = iadd(imulc(c[k], steps[k]), constI(starts[k]));
+      return value(src, makeIndex(std::move(in), inShape));
+    }
+    case OpCode::Concat: {
+      std::vector<int> c = coordsOf(idx, shape);
+      auto axis = static_cast<size_t>(n.attrs.getInt("axis"));
+      int result = -1;
+      int64_t offset = 0;
+      std::vector<std::pair<int64_t, int>> parts;  // (end along axis, value)
+      for (int o : n.operands) {
+        int64_t len = shapes_[o][axis];
+        if (len > 0) {
+          std::vector<int> in = c;
+          int local = iadd(c[axis], constI(-offset));
+          local = op(OpCode::Maximum, ir::DType::I64, local, constI(0));
+          local = op(OpCode::Minimum, ir::DType::I64, local, constI(len - 1));
+          in[axis] = local;
+          parts.emplace_back(offset + len, value(o, makeIndex(std::move(in), shapes_[o])));
+        }
+        offset += len;
+      }
+      if (parts.empty()) {
+        Inst z;
+        z.kind = InstKind::Const;
+        z.dtype = t;
+        return add(z);
+      }
+      result = parts.back().second;
+      for (size_t j = parts.size() - 1; j-- > 0;) {
+        int cond = op(OpCode::Lt, ir::DType::Bool, c[axis], constI(parts[j].first));
+        result = op(OpCode::Select, t, cond, parts[j].second, result);
+      }
+      return result;
+    }
+    default: break;
+  }
+  throwError(ErrorCode::Internal, fmt::format("lowering: unhandled op {}", ir::opName(n.op)));
+}
+
+Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
+  const Dims& s = shapes_[node];
+  const Dims& d = ph_.domain;
+  size_t rank = d.size();
+  if (isRowReduction(node)) {  // one value per row, whatever its shape looks like
+    *perElem = false;
+    return Index{unit_, {}, false};
+  }
+  bool aligned = s.size() <= rank ||
+                 std::all_of(s.begin(), s.end() - static_cast<long>(rank),
+                             [](int64_t x) { return x == 1; });
+  for (size_t i = 0; aligned && i < rank; ++i) {
+    int64_t sd = i + s.size() >= rank ? s[i + s.size() - rank] : 1;
+    aligned = sd == d[i] || sd == 1;
+  }
+  if (aligned && product(s) == product(d)) {
+    // Only size-1 dims differ: the same flat index (keeps loop indices contiguous).
+    *perElem = false;
+    for (size_t i = 0; i < rank; ++i)
+      if (d[i] != 1 && ph_.reduced[i]) *perElem = true;
+    if (s == d) return pos;
+    return Index{pos.flat, {}, false};
+  }
+  if (aligned) {
+    *perElem = false;
+    std::vector<int> c = coordsOf(pos, d);
+    std::vector<int> out(s.size());
+    for (size_t j = 0; j < s.size(); ++j) {
+      if (j + rank < s.size()) {
+        out[j] = constI(0);
+        continue;
+      }
+      size_t i = j + rank - s.size();
+      if (s[j] == 1 && d[i] != 1) {
+        out[j] = constI(0);
+      } else {
+        out[j] = c[i];
+        if (d[i] != 1 && ph_.reduced[i]) *perElem = true;
+      }
+    }
+    return makeIndex(std::move(out), s);
+  }
+  if (product(s) == product(d)) {
+    *perElem = true;
+    return Index{pos.flat, {}, false};
+  }
+  int64_t rows = 1;
+  for (size_t i = 0; i < rank; ++i)
+    if (!ph_.reduced[i]) rows *= d[i];
+  STITCH_INTERNAL(ph_.reduce && product(s) == rows, "lowering: {} does not fit the domain",
+                  g_.node(node).name);
+  *perElem = false;
+  return Index{unit_, {}, false};
+}
+
+void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
+  const Dims& d = ph_.domain;
+  Dims st = stridesOf(d);
+  if (!ph_.reduce) {
+    ph_.total = product(d);
+    ph_.chunk = 1024;
+    ph_.units = (ph_.total + ph_.chunk - 1) / ph_.chunk;
+    ph_.grain = 16;
+    push(&ph_.elems);
+    Index pos{kindOnly(InstKind::LoopIndex), {}, false};
+    for (auto [node, param] : stores) {
+      bool perElem;
+      Index idx = fromDomain(node, pos, &perElem);
+      int v = value(node, idx);
+      store(param, g_.node(node).type.dtype, idx.flat, v);
+    }
+    pop();
+  } else {
+    Dims keptDims, redDims;
+    for (size_t i = 0; i < d.size(); ++i) (ph_.reduced[i] ? redDims : keptDims).push_back(d[i]);
+    ph_.units = product(keptDims);
+    ph_.rowLength = product(redDims);
+    ph_.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(ph_.rowLength, 1));
+    push(&ph_.pre);
+    unit_ = kindOnly(InstKind::UnitIndex);
+    Index u{unit_, {}, false};
+    std::vector<int> kept = coordsOf(u, keptDims);
+    auto positionAt = [&](const std::vector<int>& red) {
+      std::vector<int> c(d.size());
+      size_t a = 0, b = 0;
+      for (size_t i = 0; i < d.size(); ++i) c[i] = ph_.reduced[i] ? red[b++] : kept[a++];
+      return makeIndex(std::move(c), d);
+    };
+    // Row reductions reachable from the stores, with their stage (reduction depth).
+    std::map<int, int> depth;
+    std::vector<int> rowReds;
+    std::function<int(int)> depthOf = [&](int n) -> int {
+      if (auto it = depth.find(n); it != depth.end()) return it->second;
+      int dp = 0;
+      if (!materialized_.count(n) && inKernel_[static_cast<size_t>(n)]) {
+        for (int o : g_.node(n).operands)
+          dp = std::max(dp, depthOf(o) + (isRowReduction(o) ? 1 : 0));
+        if (isRowReduction(n)) rowReds.push_back(n);
+      }
+      depth[n] = dp;
+      return dp;
+    };
+    for (auto [node, param] : stores) depthOf(node);
+    std::sort(rowReds.begin(), rowReds.end());
+    int stages = 0;
+    for (int r : rowReds) {
+      Accumulator a;
+      a.node = r;
+      a.op = reduceOpOf(g_.node(r).op);
+      a.dtype = g_.node(r).type.dtype;
+      a.count = ph_.rowLength;
+      a.stage = depth[r];
+      stages = std::max(stages, a.stage + 1);
+      ph_.accs.push_back(a);
+    }
+    ph_.stages.resize(static_cast<size_t>(stages));
+    for (int s = 0; s < stages; ++s) {
+      Stage& stage = ph_.stages[static_cast<size_t>(s)];
+      push(&stage.body);
+      Index k{kindOnly(InstKind::LoopIndex), {}, false};
+      Index pos = positionAt(coordsOf(k, redDims));
+      for (size_t a = 0; a < ph_.accs.size(); ++a) {
+        if (ph_.accs[a].stage != s) continue;
+        stage.accs.push_back(static_cast<int>(a));
+        int v = value(g_.node(ph_.accs[a].node).operands[0], pos);
+        Inst in;
+        in.kind = InstKind::Accumulate;
+        in.dtype = ph_.accs[a].dtype;
+        in.acc = static_cast<int>(a);
+        in.args[0] = v;
+        add(in);
+      }
+      pop();
+      for (size_t a = 0; a < ph_.accs.size(); ++a)
+        if (ph_.accs[a].stage == s) accOf_[ph_.accs[a].node] = static_cast<int>(a);
+    }
+    push(&ph_.post);
+    Index pos0 = positionAt(std::vector<int>(redDims.size(), constI(0)));
+    std::vector<std::pair<int, int>> elemStores;
+    for (auto [node, param] : stores) {
+      bool perElem;
+      Index idx = fromDomain(node, pos0, &perElem);
+      if (perElem) {
+        elemStores.emplace_back(node, param);
+        continue;
+      }
+      store(param, g_.node(node).type.dtype, idx.flat, value(node, idx));
+    }
+    if (!elemStores.empty()) {
+      push(&ph_.elems);
+      Index k{kindOnly(InstKind::LoopIndex), {}, false};
+      Index pos = positionAt(coordsOf(k, redDims));
+      for (auto [node, param] : elemStores) {
+        bool perElem;
+        Index idx = fromDomain(node, pos, &perElem);
+        store(param, g_.node(node).type.dtype, idx.flat, value(node, idx));
+      }
+      pop();
+    }
+    pop();
+    pop();
+  }
+  ph_.numInputs = static_cast<int>(inputParams.size());
+  ph_.buffers = inputParams;
+  ph_.buffers.insert(ph_.buffers.end(), outputParams.begin(), outputParams.end());
+  for (Inst& in : ph_.insts)
+    if (in.kind == InstKind::Store) in.buffer += ph_.numInputs;
+  ph_.levels.units = ph_.units;
+  ph_.levels.elementsPerThread = ph_.reduce ? ph_.rowLength : ph_.chunk;
+}
+
+// Connected parts of the kernel's nodes (producer->consumer edges inside the kernel).
+std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& nodes) {
+  std::map<int, int> parent;
+  for (int n : nodes) parent[n] = n;
+  std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+  for (int n : nodes)
+    for (int o : g.node(n).operands)
+      if (parent.count(o)) parent[find(o)] = find(n);
+  std::map<int, std::vector<int>> groups;
+  for (int n : nodes) groups[find(n)].push_back(n);
+  std::vector<std::vector<int>> out;
+  for (auto& [root, members] : groups) out.push_back(members);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  return out;
+}
+
+}  // namespace
+
+KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b) {
+  std::vector<Dims> shapes = ir::concreteShapes(g, b);
+  KernelProgram prog;
+  prog.name = "kernel";
+  std::map<int, int> paramOf;  // node -> param
+  auto addParam = [&](int node, int scratch, ir::DType t, int64_t elements) {
+    Param p;
+    p.value = node;
+    p.scratch = scratch;
+    p.dtype = t;
+    p.elements = elements;
+    prog.params.push_back(p);
+    return static_cast<int>(prog.params.size()) - 1;
+  };
+  for (int i : k.inputs) paramOf[i] = addParam(i, -1, g.node(i).type.dtype, product(shapes[i]));
+  for (int o : k.outputs)
+    if (!paramOf.count(o)) paramOf[o] = addParam(o, -1, g.node(o).type.dtype, product(shapes[o]));
+  std::vector<bool> inKernel(g.nodes().size(), false);
+  for (int n : k.nodes) inKernel[static_cast<size_t>(n)] = true;
+
+  std::map<int, int> materialized;
+  for (int i : k.inputs) materialized[i] = paramOf[i];
+  auto reducedMask = [&](int reduction, const Dims& domain) {
+    std::vector<bool> r(domain.size(), false);
+    for (int64_t a : g.node(reduction).attrs.getInts("axes"))
+      if (domain[static_cast<size_t>(a)] != 1) r[static_cast<size_t>(a)] = true;
+    return r;
+  };
+  auto count = [&](int reduction) {
+    int64_t c = 1;
+    for (int64_t a : g.node(reduction).attrs.getInts("axes"))
+      c *= shapes[g.node(reduction).operands[0]][static_cast<size_t>(a)];
+    return c;
+  };
+  int partNo = 0;
+  for (const std::vector<int>& part : parts(g, k.nodes)) {
+    // The dominant op, as the group analysis picks it: the largest reduction, else the largest op.
+    int dominant = -1;
+    int64_t best = -1;
+    for (int n : part)
+      if (isReduce(g.node(n).op) && count(n) != 1 &&
+          product(shapes[g.node(n).operands[0]]) > best)
+        best = product(shapes[g.node(n).operands[0]]), dominant = n;
+    Dims domain;
+    std::vector<bool> reduced;
+    if (dominant >= 0) {
+      domain = shapes[g.node(dominant).operands[0]];
+      reduced = reducedMask(dominant, domain);
+    } else {
+      for (int n : part)
+        if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
+      domain = shapes[dominant];
+      reduced.assign(domain.size(), false);
+    }
+    bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
+    auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
+                        const std::vector<std::pair<int, int>>& stores) {
+      Phase ph;
+      ph.name = fmt::format("p{}_{}", partNo, what);
+      ph.domain = dom;
+      ph.reduced = std::move(red);
+      ph.reduce = std::find(ph.reduced.begin(), ph.reduced.end(), true) != ph.reduced.end();
+      PhaseBuilder pb(g, shapes, ph, materialized, inKernel);
+      pb.build(stores);
+      if (ph.reduce) {
+        ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
+      }
+      prog.phases.push_back(std::move(ph));
+    };
+    // Second-level reductions (grid barriers): phase A stores their operand per row, phase B
+    // reduces it in one unit; later phases read the result.
+    for (int n : part) {
+      if (!isReduce(g.node(n).op) || count(n) == 1) continue;
+      int input = g.node(n).operands[0];
+      if (shapes[input] == domain && reducedMask(n, domain) == reduced) continue;
+      if (!materialized.count(input)) {
+        // A kernel output is stored where it belongs; otherwise into a scratch slot.
+        int p = paramOf.count(input) ? paramOf[input]
+                                     : addParam(-1, prog.scratchSlots++, g.node(input).type.dtype,
+                                                product(shapes[input]));
+        newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, {{input, p}});
+        materialized[input] = p;
+      }
+      int target;
+      if (paramOf.count(n)) {
+        target = paramOf[n];
+      } else {
+        int slot = prog.scratchSlots++;
+        target = addParam(-1, slot, g.node(n).type.dtype, product(shapes[n]));
+      }
+      newPhase(fmt::format("reduce_{}", g.node(n).name), shapes[input],
+               reducedMask(n, shapes[input]), {{n, target}});
+      materialized[n] = target;
+    }
+    std::vector<std::pair<int, int>> stores;
+    for (int o : k.outputs)
+      if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o))
+        stores.emplace_back(o, paramOf[o]);
+    if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
+    ++partNo;
+  }
+  return prog;
+}
+
+std::string printProgram(const KernelProgram& p) {
+  std::string out = fmt::format("program {} ({} params, {} scratch)\n", p.name, p.params.size(),
+                                p.scratchSlots);
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const Param& q = p.params[i];
+    out += fmt::format("  param {}: {} {}[{}]\n", i,
+                       q.value >= 0 ? fmt::format("value %{}", q.value)
+                                    : fmt::format("scratch {}", q.scratch),
+                       ir::dtypeName(q.dtype), q.elements);
+  }
+  auto kindName = [](InstKind k) {
+    static const char* names[] = {"const", "unit",  "loop",    "iadd",       "imul", "idiv",
+                                  "irem",  "load",  "store",   "acc.read",   "acc",  "op"};
+    return names[static_cast<int>(k)];
+  };
+  for (const Phase& ph : p.phases) {
+    out += fmt::format("phase {}: {} units={} {} buffers=[", ph.name,
+                       ph.reduce ? "reduce" : "loop", ph.units,
+                       ph.reduce ? fmt::format("row={}", ph.rowLength)
+                                 : fmt::format("chunk={} total={}", ph.chunk, ph.total));
+    for (size_t i = 0; i < ph.buffers.size(); ++i)
+      out += fmt::format("{}{}{}", i ? ", " : "", static_cast<int>(i) < ph.numInputs ? "in:" : "out:",
+                         ph.buffers[i]);
+    out += "]\n";
+    auto block = [&](const char* name, const Block& b) {
+      if (b.insts.empty()) return;
+      out += fmt::format("  {}:\n", name);
+      for (int id : b.insts) {
+        const Inst& in = ph.insts[static_cast<size_t>(id)];
+        out += fmt::format("    %{} = {}", id, kindName(in.kind));
+        if (in.kind == InstKind::Op) out += fmt::format(".{}", ir::opName(in.op));
+        out += fmt::format(" {}", ir::dtypeName(in.dtype));
+        for (int a : in.args)
+          if (a >= 0) out += fmt::format(" %{}", a);
+        if (in.kind == InstKind::Const)
+          out += ir::isFloat(in.dtype) ? fmt::format(" {}", in.fvalue)
+                                       : fmt::format(" {}", in.ivalue);
+        if (in.kind == InstKind::IMulC || in.kind == InstKind::IDivC ||
+            in.kind == InstKind::IRemC)
+          out += fmt::format(" {}", in.ivalue);
+        if (in.buffer >= 0) out += fmt::format(" buf{}", in.buffer);
+        if (in.acc >= 0) out += fmt::format(" acc{}", in.acc);
+        out += "\n";
+      }
+    };
+    block("pre", ph.pre);
+    for (size_t s = 0; s < ph.stages.size(); ++s)
+      block(fmt::format("stage {}", s).c_str(), ph.stages[s].body);
+    block("post", ph.post);
+    block("elems", ph.elems);
+  }
+  return out;
+}
+
+int64_t evalIndex(const Phase& ph, int id, int64_t unit, int64_t loop) {
+  const Inst& in = ph.insts.at(static_cast<size_t>(id));
+  auto arg = [&](int k) { return evalIndex(ph, in.args[k], unit, loop); };
+  switch (in.kind) {
+    case InstKind::Const: return in.ivalue;
+    case InstKind::UnitIndex: return unit;
+    case InstKind::LoopIndex: return loop;
+    case InstKind::IAdd: return arg(0) + arg(1);
+    case InstKind::IMulC: return arg(0) * in.ivalue;
+    case InstKind::IDivC: return arg(0) / in.ivalue;
+    case InstKind::IRemC: return arg(0) % in.ivalue;
+    case InstKind::Op:
+      switch (in.op) {
+        case OpCode::Maximum: return std::max(arg(0), arg(1));
+        case OpCode::Minimum: return std::min(arg(0), arg(1));
+        case OpCode::Lt: return arg(0) < arg(1);
+        case OpCode::Select: return arg(0) ? arg(1) : arg(2);
+        default: break;
+      }
+      break;
+    default: break;
+  }
+  throwError(ErrorCode::Internal, "evalIndex: not an index instruction");
+}
+
+}  // namespace stitch::lower

@@ -1,0 +1,151 @@
+// Kernel programs: one fused kernel lowered to explicit loops, loads, stores and index math.
+//
+// Design note. A KernelProgram is what every backend prints (LLVM IR for the host now, CUDA/HIP
+// C++ later); it is GPU-shaped but backend-neutral, and as simple as the planner's semantics
+// allow:
+//
+// - Every value is "evaluated at an index of its own output shape". An elementwise op at flat
+//   index i reads its operands at the NumPy-broadcast index; reshape keeps the flat index;
+//   transpose, slice, concat and broadcast_to are index arithmetic (concat: a select over the
+//   parts, each read at a clamped, always in-bounds index). So loads and stores carry explicit
+//   flat-index expressions built from the unit index and the inner loop index, and no layout op
+//   ever moves data.
+// - A kernel runs as one or more phases. A phase is one grid: `units` independent parallel units
+//   (a GPU block, a host task's share), each running the same body. Loop phases: a unit is a
+//   chunk of `chunk` consecutive elements of the domain. Reduce phases: a unit is one row of the
+//   dominant reduction (the kept coordinates), the inner loop runs over the row's reduced
+//   coordinates. (Block/warp/thread levels split a unit's inner loop on a GPU; on the host the
+//   loop is the vector loop, so the program records them but the host emitter ignores them.)
+// - Stages are separated by reductions: stage s loops over the row and accumulates every row
+//   reduction of depth s (in registers: memory scope Register); row values are then available
+//   to later stages and to the per-row block `post`; a final loop `elems` stores the
+//   per-element outputs. Elementwise values needed again after a reduction are recomputed from
+//   global memory (a row sits in L1/L2 on the host: the honest CPU choice; a GPU emitter may
+//   stage them in shared memory instead). Partial values (broadcast operands computed in the
+//   kernel) are recomputed per use.
+// - A second-level ("global") reduction needs a grid barrier. It is lowered as phase
+//   boundaries: phase A stores its operand (a row value) per row into an arena scratch buffer,
+//   phase B (one unit) reduces the scratch, and the later phases read the result from scratch.
+// - Horizontally packed parts (independent sub-kernels) become separate phases too: phases run
+//   one after the other, which is always legal.
+//
+// Instructions are SSA, numbered per phase; a block lists the ids it defines, in order. Values
+// are typed by IR dtype and computed in the compute type: f16/bf16/f32 in f32 (f16/bf16 results
+// rounded to their dtype, nearest-even, after every op, as the reference rounds every op), f64
+// in f64, ints in their width with two's-complement wrap, bool as i1; index math is i64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fusion/plan.h"
+#include "ir/graph.h"
+#include "ir/shape.h"
+
+namespace stitch::lower {
+
+enum class InstKind : uint8_t {
+  Const,      // dtype, fvalue (floats) or ivalue (ints, bool)
+  UnitIndex,  // i64: the unit (row, or chunk) this body runs for
+  LoopIndex,  // i64: the inner loop index (the flat element for loop phases)
+  IAdd,       // i64 a + b
+  IMulC,      // i64 a * imm
+  IDivC,      // i64 a / imm (a >= 0, imm > 0)
+  IRemC,      // i64 a % imm (a >= 0, imm > 0)
+  Load,       // buffer, a = flat index; value in the compute type of dtype
+  Store,      // buffer, a = flat index, b = value
+  AccRead,    // the final value of accumulator `acc` (after its stage)
+  Accumulate, // acc <- combine(acc, a); only in a stage body
+  Op,         // an elementwise IR op (unary, binary, compare, select, cast) on args
+};
+
+enum class MemScope : uint8_t { Global, Shared, Register };
+enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Prod };
+
+struct Inst {
+  InstKind kind = InstKind::Const;
+  ir::DType dtype = ir::DType::I64;  // result dtype (Store: the stored value's)
+  ir::OpCode op = ir::OpCode::Add;   // for Op
+  int args[3] = {-1, -1, -1};
+  int buffer = -1;  // Load/Store: position in the phase's buffers
+  int acc = -1;     // AccRead/Accumulate
+  int64_t ivalue = 0;
+  double fvalue = 0;
+};
+
+// A kernel parameter: a buffer in global memory.
+struct Param {
+  int value = -1;    // node id in the planned graph, or -1 for scratch
+  int scratch = -1;  // scratch slot when value == -1
+  ir::DType dtype = ir::DType::F32;
+  int64_t elements = 0;
+  MemScope scope = MemScope::Global;
+};
+
+struct Accumulator {
+  int node = -1;  // the reduction
+  ReduceOp op = ReduceOp::Sum;
+  ir::DType dtype = ir::DType::F32;  // the reduction's dtype; accumulated in its compute type
+  int64_t count = 1;                 // elements per row (mean divides by it)
+  int stage = 0;
+  MemScope scope = MemScope::Register;
+};
+
+struct Block {
+  std::vector<int> insts;
+};
+
+struct Stage {
+  std::vector<int> accs;  // accumulators filled by this stage's loop over the row
+  Block body;
+};
+
+// The parallel levels of a phase. The host uses `units` only (a task runs a range of units).
+struct Levels {
+  int64_t units = 0;          // grid: independent units
+  int threadsPerBlock = 1;    // block
+  int warpSize = 1;           // warp
+  int64_t elementsPerThread = 1;
+};
+
+struct Phase {
+  std::string name;
+  bool reduce = false;    // false: loop phase (unit = chunk of elements)
+  int64_t units = 0;
+  int64_t grain = 1;      // units per host task worth its dispatch
+  int64_t chunk = 1;      // loop phases: elements per unit
+  int64_t total = 0;      // loop phases: elements in the domain
+  int64_t rowLength = 0;  // reduce phases: inner loop extent
+  Levels levels;
+  std::vector<int64_t> domain;
+  std::vector<bool> reduced;  // per domain axis
+  std::vector<int> buffers;   // program params; the first `numInputs` are read, the rest written
+  int numInputs = 0;
+  std::vector<Inst> insts;
+  std::vector<Accumulator> accs;
+  Block pre;                  // reduce phases: once per unit
+  std::vector<Stage> stages;  // reduce phases: loops over the row, in order
+  Block post;                 // reduce phases: per unit after the stages (row stores)
+  Block elems;                // the element loop (loop phases: the whole body)
+};
+
+struct KernelProgram {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Phase> phases;  // run in order
+  int scratchSlots = 0;
+};
+
+// Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`.
+KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b);
+
+// Human-readable text of a program, for dumps and tests.
+std::string printProgram(const KernelProgram& p);
+
+// Interprets the index instructions of a phase (Const, UnitIndex, LoopIndex, IAdd, IMulC, IDivC,
+// IRemC, and Op on i64 Maximum/Minimum/Lt/Select) for given unit/loop indices; returns the
+// value of inst `id`. For unit tests of the index math.
+int64_t evalIndex(const Phase& ph, int id, int64_t unit, int64_t loop);
+
+}  // namespace stitch::lower

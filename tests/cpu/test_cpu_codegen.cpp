@@ -1,0 +1,403 @@
+// The host code generator end to end: lowering, LLVM IR, ORC JIT, run, compare with the
+// reference. Every example and 500 seeded random graphs (composites on), planned for the host in
+// modes stitch and off, compiled kernel by kernel and run serially in plan order with the
+// intermediates in plain vectors; plus unit tests of the lowering's index math and of f16/bf16
+// rounding on store.
+//
+// The JIT runs at O3 (the backend's level) for the examples and odd random seeds, at O1 for even
+// seeds: a thousand small plans all at O3 would take most of a minute in a Debug build on a
+// shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
+// for the same reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "codegen/llvm/llvm_emitter.h"
+#include "fusion/hardware.h"
+#include "fusion/planner.h"
+#include "ir/graph.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/signature.h"
+#include "lower/kernel_program.h"
+#include "passes/pipeline.h"
+#include "runtime/cpu/cpu_compiler.h"
+#include "runtime/cpu/orc_jit.h"
+#include "testing/random_graph.h"
+#include "testing/reference_check.h"
+
+using namespace stitch;
+namespace st = stitch::testing;
+using rt::cpu::CompiledKernel;
+
+namespace {
+
+rt::cpu::OrcJit& jitAt(int level) {
+  static std::map<int, std::unique_ptr<rt::cpu::OrcJit>> jits;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& j = jits[level];
+  if (!j) {
+    auto made = rt::cpu::OrcJit::Create(level);
+    if (!made) {
+      ADD_FAILURE() << llvm::toString(made.takeError());
+      std::abort();
+    }
+    j = std::move(*made);
+  }
+  return *j;
+}
+
+std::vector<uint8_t> encodeTensor(const reference::HostTensor& h) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(h.numel() * ir::dtypeBytes(h.dtype)) + 1);
+  reference::encode(h, {h.dtype, h.shape, bytes.data()});
+  return bytes;
+}
+
+// Runs a plan's compiled kernels serially; returns the graph outputs.
+std::vector<reference::HostTensor> runCompiled(
+    const ir::Graph& g, const ir::Bindings& b, const fusion::Plan& plan,
+    const std::vector<std::vector<CompiledKernel>>& kernels,
+    const std::vector<reference::HostTensor>& inputs) {
+  auto shapes = ir::concreteShapes(g, b);
+  std::map<int, std::vector<uint8_t>> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values[g.inputs()[i]] = encodeTensor(inputs[i]);
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    std::map<int, std::vector<uint8_t>> scratch;
+    for (const CompiledKernel& ck : kernels[k]) {
+      std::vector<void*> ptrs;
+      auto bufferOf = [&](const rt::cpu::KernelBuffer& kb, bool write) -> void* {
+        auto size = static_cast<size_t>(kb.elements * ir::dtypeBytes(kb.dtype)) + 1;
+        std::vector<uint8_t>& v = kb.value >= 0 ? values[kb.value] : scratch[kb.scratch];
+        if (write && v.size() < size) v.resize(size);
+        if (v.size() < size)
+          throw std::runtime_error("kernel " + std::to_string(k) + " reads " +
+                                   (kb.value >= 0 ? g.node(kb.value).name
+                                                  : "scratch " + std::to_string(kb.scratch)) +
+                                   " before it was written");
+        return v.data();
+      };
+      for (const auto& kb : ck.inputs) ptrs.push_back(bufferOf(kb, false));
+      for (const auto& kb : ck.outputs) ptrs.push_back(bufferOf(kb, true));
+      ck.fn(ptrs.data(), 0, ck.units);
+    }
+  }
+  std::vector<reference::HostTensor> out;
+  for (int o : g.outputs()) {
+    auto it = values.find(o);
+    if (it == values.end()) throw std::runtime_error("no kernel wrote output " + g.node(o).name);
+    out.push_back(reference::decode({g.node(o).type.dtype, shapes[o], it->second.data()}));
+  }
+  return out;
+}
+
+struct Totals {
+  int graphs = 0, kernels = 0, phases = 0, mismatches = 0, plannerFailures = 0;
+  rt::cpu::CompileStats stats;
+};
+
+// Plans `original` (after the passes) for the host in `mode`, compiles, runs and compares with
+// the reference on the original graph. Returns an empty string or the failure.
+std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_t seed,
+                       fusion::Mode mode, int level, Totals& totals) {
+  ir::Graph g = passes::runPasses(original);
+  fusion::PlannerOptions opts;
+  opts.mode = mode;
+  fusion::Plan plan;
+  try {
+    plan = fusion::planGraph(g, b, *fusion::findProfile("host"), opts);
+  } catch (const std::exception& e) {
+    // Not this backend's to judge; counted and reported separately.
+    ++totals.plannerFailures;
+    std::cout << "planner failed on seed " << seed << " mode " << fusion::modeName(mode) << ": "
+              << e.what() << "\n";
+    return {};
+  }
+  auto inputs = st::randomInputs(original, b, seed);
+  auto want = st::evaluateReference(original, inputs);
+  std::string failure;
+  try {
+    auto kernels = rt::cpu::compileKernels(g, plan.kernels, b, jitAt(level), &totals.stats);
+    auto got = runCompiled(g, b, plan, kernels, inputs);
+    failure = st::compareOutputs(want, got, st::graphTolerance(original));
+  } catch (const std::exception& e) {
+    failure = std::string("exception: ") + e.what();
+  }
+  ++totals.graphs;
+  totals.kernels += static_cast<int>(plan.kernels.size());
+  if (!failure.empty()) {
+    ++totals.mismatches;
+    std::string programs;
+    try {
+      for (const auto& k : plan.kernels) programs += lower::printProgram(lower::lowerKernel(g, k, b));
+    } catch (const std::exception& e) {
+      programs = e.what();
+    }
+    return "seed " + std::to_string(seed) + " mode " + std::string(fusion::modeName(mode)) +
+           ": " + failure + "\n" + ir::printGraph(original) + "\nafter passes:\n" +
+           ir::printGraph(g) + "\n" + programs;
+  }
+  return {};
+}
+
+void report(const char* what, const Totals& t) {
+  const auto& s = t.stats;
+  std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels ("
+            << s.phases << " phases), " << t.mismatches << " mismatches, " << t.plannerFailures
+            << " plans the planner failed to make; per kernel: lower "
+            << s.lowerMs / std::max(1, s.kernels) << " ms, emit " << s.emitMs / std::max(1, s.kernels)
+            << " ms, jit " << s.jitMs / std::max(1, s.kernels) << " ms\n";
+}
+
+std::vector<std::pair<std::string, ir::Graph>> examples() {
+  std::vector<std::pair<std::string, ir::Graph>> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".stitch") continue;
+    std::ifstream f(e.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    for (ir::Graph& g : ir::parseModule(ss.str(), e.path().filename().string()))
+      out.emplace_back(e.path().filename().string(), std::move(g));
+  }
+  return out;
+}
+
+ir::Bindings fives(const ir::Graph& g) {
+  ir::Bindings b;
+  for (const std::string& s : g.symbols()) b[s] = 5;
+  return b;
+}
+
+void checkExamples(int level, const char* what) {
+  Totals t;
+  auto all = examples();
+  ASSERT_FALSE(all.empty());
+  for (const auto& [file, g] : all)
+    for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
+      std::string f = checkGraph(g, fives(g), 7, mode, level, t);
+      EXPECT_TRUE(f.empty()) << file << ": " << f;
+    }
+  report(what, t);
+}
+
+TEST(CpuCodegen, ExamplesMatchReference) { checkExamples(1, "examples O1"); }
+
+TEST(CpuCodegen, ExamplesMatchReferenceAtO3) { checkExamples(3, "examples O3"); }
+
+TEST(CpuCodegen, RandomGraphsMatchReference) {
+  Totals t;
+  int printed = 0;
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
+    st::RandomGraphOptions o;
+    o.composites = true;
+    o.symbolic = seed % 4 == 0;
+    ir::Graph g = st::randomGraph(seed, o);
+    ir::Bindings b = st::randomBindings(g, seed);
+    for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
+      // Odd seeds at O3 (vectorized, reassociated reductions), even ones at O1 (cheaper).
+      std::string f = checkGraph(g, b, seed, mode, seed % 2 ? 3 : 1, t);
+      if (!f.empty() && printed++ < 5) ADD_FAILURE() << f;
+    }
+  }
+  report("random graphs O1/O3", t);
+  EXPECT_EQ(t.mismatches, 0);
+}
+
+// --- Lowering: index math ---------------------------------------------------------------------
+
+ir::Graph parseOne(const char* text) { return ir::parseModule(text, "test.stitch").at(0); }
+
+// The flat source index of every output element of a one-op kernel that loads one input.
+std::vector<int64_t> loadIndices(const char* text) {
+  ir::Graph g = parseOne(text);
+  fusion::PlannerOptions opts;
+  opts.mode = fusion::Mode::Off;
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  EXPECT_EQ(plan.kernels.size(), 1u);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  EXPECT_EQ(p.phases.size(), 1u);
+  const lower::Phase& ph = p.phases.at(0);
+  EXPECT_FALSE(ph.reduce);
+  int load = -1;
+  for (int id : ph.elems.insts)
+    if (ph.insts[static_cast<size_t>(id)].kind == lower::InstKind::Load) load = id;
+  EXPECT_GE(load, 0) << lower::printProgram(p);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < ph.total; ++i)
+    out.push_back(lower::evalIndex(ph, ph.insts[static_cast<size_t>(load)].args[0], 0, i));
+  return out;
+}
+
+TEST(CpuLowering, TransposeIndexMath) {
+  // x[2,3] -> y[3,2]: y[i,j] = x[j,i].
+  auto idx = loadIndices("graph t(x: f32[2, 3]) {\n y = transpose(x, perm=[1, 0])\n return y\n}\n");
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST(CpuLowering, SliceIndexMath) {
+  // x[4,5][1:4:2, 0:5:2] -> y[2,3]: rows 1, 3; columns 0, 2, 4.
+  auto idx = loadIndices(
+      "graph s(x: f32[4, 5]) {\n y = slice(x, starts=[1, 0], ends=[4, 5], steps=[2, 2])\n "
+      "return y\n}\n");
+  EXPECT_EQ(idx, (std::vector<int64_t>{5, 7, 9, 15, 17, 19}));
+}
+
+TEST(CpuLowering, BroadcastIndexMath) {
+  auto idx = loadIndices(
+      "graph b(x: f32[3, 1]) {\n y = broadcast_to(x, shape=[2, 3, 2])\n return y\n}\n");
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
+}
+
+TEST(CpuLowering, ConcatClampsEachPartAndSelects) {
+  ir::Graph g = parseOne(
+      "graph c(a: f32[2, 1], b: f32[2, 2]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
+  fusion::PlannerOptions opts;
+  opts.mode = fusion::Mode::Off;
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  const lower::Phase& ph = p.phases.at(0);
+  std::vector<int> loads;
+  for (int id : ph.elems.insts)
+    if (ph.insts[static_cast<size_t>(id)].kind == lower::InstKind::Load) loads.push_back(id);
+  ASSERT_EQ(loads.size(), 2u) << lower::printProgram(p);
+  // Each part is read at an in-bounds (clamped) index for every output element.
+  std::vector<int64_t> a, b;
+  for (int64_t i = 0; i < 6; ++i) {
+    a.push_back(lower::evalIndex(ph, ph.insts[static_cast<size_t>(loads[0])].args[0], 0, i));
+    b.push_back(lower::evalIndex(ph, ph.insts[static_cast<size_t>(loads[1])].args[0], 0, i));
+  }
+  EXPECT_EQ(a, (std::vector<int64_t>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(b, (std::vector<int64_t>{0, 0, 1, 2, 2, 3}));
+}
+
+TEST(CpuLowering, RowReductionHasStagesAndRowUnits) {
+  ir::Graph g = passes::runPasses(parseOne(
+      "graph s(x: f32[4, 8]) {\n y = softmax(x, axis=-1)\n return y\n}\n"));
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  ASSERT_EQ(p.phases.size(), 1u);
+  const lower::Phase& ph = p.phases[0];
+  EXPECT_TRUE(ph.reduce);
+  EXPECT_EQ(ph.units, 4);
+  EXPECT_EQ(ph.rowLength, 8);
+  EXPECT_EQ(ph.stages.size(), 2u) << lower::printProgram(p);  // max, then sum of exp
+}
+
+TEST(CpuLowering, GlobalReductionBecomesPhases) {
+  // A row reduction and a second-level reduction of its rows: a grid barrier.
+  ir::Graph g = parseOne(
+      "graph s(x: f32[64, 512]) {\n r = reduce_sum(x, axes=[1], keepdims=true)\n"
+      " t = reduce_max(r)\n y = sub(x, t)\n z = mul(y, r)\n return z\n}\n");
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  Totals t;
+  std::string f = checkGraph(g, {}, 3, fusion::Mode::Stitch, 1, t);
+  EXPECT_TRUE(f.empty()) << f;
+  bool barrier = false;
+  for (const auto& k : plan.kernels) {
+    bool global = std::any_of(k.edges.begin(), k.edges.end(),
+                              [](const fusion::Edge& e) { return e.scheme == fusion::Scheme::Global; });
+    if (!global) continue;
+    barrier = true;
+    // Store r per row, reduce it in one unit, then the rest with t read back.
+    lower::KernelProgram p = lower::lowerKernel(g, k, {});
+    EXPECT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
+    EXPECT_EQ(p.scratchSlots, 2) << lower::printProgram(p);
+  }
+  EXPECT_TRUE(barrier) << "the planner no longer stitches across a grid barrier here";
+}
+
+// Kernels compiled from several threads at once on one JIT, then run.
+TEST(CpuCodegen, ConcurrentCompiles) {
+  auto all = examples();
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < failures.size(); ++t)
+    threads.emplace_back([&, t] {
+      Totals totals;
+      for (size_t i = t; i < all.size(); i += failures.size()) {
+        std::string f = checkGraph(all[i].second, fives(all[i].second), 11, fusion::Mode::Stitch,
+                                   1, totals);
+        if (!f.empty()) failures[t] += f;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) EXPECT_TRUE(f.empty()) << f;
+}
+
+// --- f16 / bf16 stores round to nearest even ---------------------------------------------------
+
+TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
+  ir::Graph g = parseOne(
+      "graph h(x: f32[12]) {\n a = cast(x, to=f16)\n b = cast(x, to=bf16)\n return a, b\n}\n");
+  double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> xs = {1.0 + std::ldexp(1.0, -11),      // f16 tie -> 1 (even)
+                            1.0 + 3 * std::ldexp(1.0, -11),  // f16 tie -> 1 + 2^-9 (even)
+                            1.0 + std::ldexp(1.0, -8),       // bf16 tie -> 1
+                            1.0 + 3 * std::ldexp(1.0, -8),   // bf16 tie -> 1 + 2^-6
+                            -(1.0 + 3 * std::ldexp(1.0, -11)),
+                            65520.0,  // rounds to f16 inf
+                            70000.0,
+                            std::ldexp(1.0, -25),  // f16 subnormal tie -> 0
+                            3 * std::ldexp(1.0, -25),
+                            std::numeric_limits<double>::quiet_NaN(),
+                            inf,
+                            0.1};
+  reference::HostTensor in;
+  in.dtype = ir::DType::F32;
+  in.shape = {12};
+  for (double x : xs) in.floats.push_back(ir::roundToFloat(x, ir::DType::F32));
+  fusion::PlannerOptions opts;
+  opts.mode = fusion::Mode::Off;
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  auto kernels = rt::cpu::compileKernels(g, plan.kernels, {}, jitAt(3));
+  auto got = runCompiled(g, {}, plan, kernels, {in});
+  auto want = st::evaluateReference(g, std::vector<reference::HostTensor>{in});
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t o = 0; o < 2; ++o)
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double w = want[o].floats[i], v = got[o].floats[i];
+      if (std::isnan(w)) EXPECT_TRUE(std::isnan(v)) << o << " " << i;
+      else EXPECT_EQ(v, w) << "output " << o << " element " << i << " of " << in.floats[i];
+    }
+}
+
+TEST(OrcJit, ObjectBytesRoundTrip) {
+  ir::Graph g = parseOne("graph e(x: f32[5]) {\n y = exp(x)\n return y\n}\n");
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  auto& jit = jitAt(3);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = std::make_unique<llvm::Module>("object_round_trip", *ctx);
+  m->setDataLayout(jit.dataLayout());
+  m->setTargetTriple(jit.triple().str());
+  auto names = codegen::emitProgram(p, "roundtrip", *m);
+  auto bytes = jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), names[0]);
+  ASSERT_TRUE(static_cast<bool>(bytes)) << llvm::toString(bytes.takeError());
+  EXPECT_GT(bytes->size(), 100u);
+  auto rt = jit.loadObject(*bytes, "roundtrip.o");
+  ASSERT_TRUE(static_cast<bool>(rt)) << llvm::toString(rt.takeError());
+  auto fn = jit.lookup(names[0]);
+  ASSERT_TRUE(static_cast<bool>(fn)) << llvm::toString(fn.takeError());
+  float x[5] = {0, 1, -1, 2, 0.5f}, y[5] = {};
+  void* bufs[2] = {x, y};
+  reinterpret_cast<rt::cpu::KernelFn>(*fn)(bufs, 0, p.phases[0].units);
+  for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(y[i], std::exp(x[i]));
+  EXPECT_FALSE(static_cast<bool>(jit.remove(*rt)));
+}
+
+}  // namespace
