@@ -26,10 +26,14 @@ std::span<const std::string_view> backendChoices() { return kChoices; }
 bool backendAvailable(Backend b, std::string* why) {
   switch (b) {
     case Backend::Reference: return true;
-    // The code generators for these backends are not part of this version yet.
     case Backend::Cpu:
-      if (why) *why = "the cpu backend (LLVM ORC) is not built into this version of Stitch";
+#if defined(STITCH_HAVE_LLVM)
+      return true;
+#else
+      if (why) *why = "this build of Stitch has no LLVM (configured with STITCH_ENABLE_LLVM=OFF)";
       return false;
+#endif
+    // The GPU code generators are not part of this version yet.
     case Backend::Cuda:
       if (why) *why = "the cuda backend is not built into this version of Stitch";
       return false;

@@ -279,6 +279,23 @@ STITCH_API stitch_status_t stitch_program_run(stitch_program_t program, const DL
                                               size_t num_inputs, DLTensor* outputs,
                                               size_t num_outputs, void* stream);
 
+/* Statistics of the kernel cache behind an engine's backend. The cache is process-wide per
+ * backend (engines of one backend share compiled kernels), so these count every engine's use.
+ * The reference backend compiles nothing: all zero. */
+typedef struct {
+  uint64_t memory_hits;     /* kernel found loaded in memory */
+  uint64_t memory_misses;
+  uint64_t disk_hits;       /* object code loaded from STITCH_CACHE_DIR */
+  uint64_t disk_misses;
+  uint64_t disk_writes;
+  uint64_t corrupt_entries; /* disk entries found damaged: ignored, recompiled, rewritten */
+  uint64_t compiles;        /* kernels compiled */
+  double compile_seconds;   /* time spent compiling them */
+} stitch_cache_stats_t;
+
+STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
+                                                     stitch_cache_stats_t* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

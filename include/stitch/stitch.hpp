@@ -218,6 +218,11 @@ class Engine : public Handle<stitch_engine_t, stitch_engine_destroy> {
     return Engine(options);
   }
   std::string backend() const { return stitch_engine_backend(h_); }
+  stitch_cache_stats_t cacheStats() const {
+    stitch_cache_stats_t s{};
+    check(stitch_engine_cache_stats(h_, &s));
+    return s;
+  }
   Program compile(const Graph& g) const {
     stitch_program_t p = nullptr;
     check(stitch_program_compile(h_, g.get(), &p));

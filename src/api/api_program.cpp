@@ -3,7 +3,11 @@
 // DLTensor checks live here, once, for every backend: dtype (lanes 1), device, compact strides
 // (dims of size 1 may have any stride, as PyTorch produces them), non-NULL data. The backend then
 // sees plain compact buffers.
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -19,18 +23,41 @@
 #include "reference/interpreter.h"
 #include "support/env.h"
 #include "support/logging.h"
+#if defined(STITCH_HAVE_LLVM)
+#include "runtime/cpu/arena.h"
+#include "runtime/cpu/cached_compiler.h"
+#include "runtime/cpu/executor.h"
+#include "runtime/cpu/thread_pool.h"
+#endif
 
 using namespace stitch;
 
+namespace {
+
+// What a program makes for one input signature on its first run: the plan, and on the cpu
+// backend its compiled kernels (every phase of every kernel, in order), where intermediates live
+// in the arena, and the arenas themselves (one per concurrent run).
+struct SignatureState {
+  std::shared_ptr<const fusion::Plan> plan;
+#if defined(STITCH_HAVE_LLVM)
+  std::vector<std::shared_ptr<const rt::cpu::KernelPhases>> compiled;  // keeps the code alive
+  std::vector<rt::cpu::CompiledKernel> kernels;
+  rt::cpu::SlotPlan slots;
+  rt::cpu::ArenaPool arenas;
+#endif
+};
+
+}  // namespace
+
 // A program: the graph as given (the reference backend runs it, unfused: it is the oracle), the
-// graph after the passes (what planning and code generation see), and the plans made so far,
-// one per input signature.
+// graph after the passes (what planning and code generation see), and what was made for each
+// input signature so far.
 struct stitch_program_s {
   std::shared_ptr<const api::EngineConfig> config;
   ir::Graph graph;
   ir::Graph optimized;
-  std::mutex mutex;  // guards plans
-  std::map<std::string, std::shared_ptr<const fusion::Plan>> plans;
+  std::mutex mutex;  // guards states
+  std::map<std::string, std::shared_ptr<SignatureState>> states;
 };
 
 namespace {
@@ -81,9 +108,9 @@ ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend ba
   ir::DType dtype = fromDL(t.dtype, what);
   STITCH_CHECK(t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr), ErrorCode::InvalidArgument,
                "{} has ndim {} and shape {}", what, t.ndim, t.shape ? "set" : "NULL");
-  // Only the reference backend exists in this version; it runs on the host.
-  STITCH_CHECK(backend != rt::Backend::Reference || hostAccessible(t.device.device_type),
-               ErrorCode::InvalidArgument,
+  // The reference and cpu backends run on the host (the GPU backends are not built yet).
+  bool onHost = backend == rt::Backend::Reference || backend == rt::Backend::Cpu;
+  STITCH_CHECK(!onHost || hostAccessible(t.device.device_type), ErrorCode::InvalidArgument,
                "{} is on DLPack device type {}, but the {} backend needs host memory (kDLCPU)",
                what, static_cast<int>(t.device.device_type), rt::backendName(backend));
   if (t.strides) {
@@ -159,12 +186,13 @@ std::string signatureKey(std::span<const reference::TensorView> inputs) {
   return key;
 }
 
-// The plan for this input signature, made on its first run (and dumped if asked).
-std::shared_ptr<const fusion::Plan> planFor(stitch_program_s& p,
-                                            std::span<const reference::TensorView> inputs) {
+// The state for this input signature, made on its first run: the plan (dumped if asked) and, on
+// the cpu backend, the compiled kernels. Later runs of the signature find it in the map.
+std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
+                                         std::span<const reference::TensorView> inputs) {
   std::string key = signatureKey(inputs);
   std::lock_guard<std::mutex> lock(p.mutex);
-  if (auto it = p.plans.find(key); it != p.plans.end()) return it->second;
+  if (auto it = p.states.find(key); it != p.states.end()) return it->second;
   std::vector<ir::ConcreteInput> sig;
   for (const auto& t : inputs) sig.push_back({t.dtype, t.shape});
   ir::Bindings bindings = ir::bindInputs(p.optimized, sig);
@@ -183,11 +211,102 @@ std::shared_ptr<const fusion::Plan> planFor(stitch_program_s& p,
     if (!f) log().warn("STITCH_DUMP=plan: cannot write {}", path);
     else log().info("STITCH_DUMP=plan: wrote {}", path);
   }
-  p.plans.emplace(key, plan);
-  return plan;
+  auto state = std::make_shared<SignatureState>();
+  state->plan = plan;
+#if defined(STITCH_HAVE_LLVM)
+  if (p.config->backend == rt::Backend::Cpu) {
+    rt::cpu::HostCompiler& compiler = rt::cpu::HostCompiler::instance();
+    for (const fusion::Kernel& k : plan->kernels) {
+      state->compiled.push_back(compiler.compile(p.optimized, k, bindings));
+      for (const rt::cpu::CompiledKernel& ck : *state->compiled.back())
+        state->kernels.push_back(ck);
+    }
+    std::vector<int> external(p.optimized.inputs().begin(), p.optimized.inputs().end());
+    external.insert(external.end(), p.optimized.outputs().begin(), p.optimized.outputs().end());
+    state->slots = rt::cpu::assignSlots(state->kernels, external);
+  }
+#endif
+  p.states.emplace(key, state);
+  return state;
 }
 
+#if defined(STITCH_HAVE_LLVM)
+// Runs the compiled kernels of `state` on the caller's tensors. Intermediates live in an arena of
+// the state's pool; steady-state runs allocate nothing.
+void runOnHost(const stitch_program_s& p, SignatureState& state,
+               std::span<const reference::TensorView> in,
+               std::span<const reference::MutTensorView> out) {
+  const ir::Graph& g = p.optimized;
+  rt::cpu::ArenaPool::Lease arena = state.arenas.acquire();
+  thread_local rt::cpu::ValueBuffers values;
+  values.clear();
+  for (size_t i = 0; i < in.size(); ++i) values.bind(g.inputs()[i], const_cast<void*>(in[i].data));
+  // Each output value is written once, into the first output that names it; outputs that are
+  // graph inputs, or repeat an earlier output, are copied afterwards.
+  auto outputs = g.outputs();
+  auto firstIndex = [&](size_t j) {
+    return static_cast<size_t>(std::find(outputs.begin(), outputs.end(), outputs[j]) -
+                               outputs.begin());
+  };
+  for (size_t j = 0; j < out.size(); ++j)
+    if (g.node(outputs[j]).op != ir::OpCode::Input && firstIndex(j) == j)
+      values.bind(outputs[j], out[j].data);
+  rt::cpu::runKernels(state.kernels, state.slots, values, *arena, rt::cpu::sharedPool());
+  for (size_t j = 0; j < out.size(); ++j) {
+    size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
+    for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
+    if (bytes == 0) continue;
+    const ir::Node& n = g.node(outputs[j]);
+    if (n.op == ir::OpCode::Input) {
+      auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
+      std::memmove(out[j].data, in[static_cast<size_t>(pos)].data, bytes);
+    } else if (size_t f = firstIndex(j); f != j) {
+      std::memmove(out[j].data, out[f].data, bytes);
+    }
+  }
+}
+#endif
+
 const void* dataOf(const DLTensor& t) { return static_cast<const char*>(t.data) + t.byte_offset; }
+
+stitch_cache_stats_t cacheStats(rt::Backend backend) {
+#if defined(STITCH_HAVE_LLVM)
+  if (backend == rt::Backend::Cpu) {
+    rt::CacheStats c = rt::cpu::HostCompiler::instance().stats();
+    return stitch_cache_stats_t{c.memoryHits, c.memoryMisses,   c.diskHits, c.diskMisses,
+                                c.diskWrites, c.corruptEntries, c.compiles, c.compileSeconds};
+  }
+#endif
+  (void)backend;
+  return stitch_cache_stats_t{};
+}
+
+// Runs a program on checked tensor views: plans (and compiles) the signature on first use.
+void runChecked(stitch_program_s& program, std::span<const reference::TensorView> in,
+                std::span<const reference::MutTensorView> out) {
+  const ir::Graph& g = program.graph;
+  std::shared_ptr<SignatureState> state = stateFor(program, in);
+#if defined(STITCH_HAVE_LLVM)
+  if (program.config->backend == rt::Backend::Cpu) {
+    // stateFor bound the inputs; outputs must match the concrete output types exactly.
+    std::vector<ir::ConcreteInput> sig;
+    for (const auto& t : in) sig.push_back({t.dtype, t.shape});
+    ir::Bindings b = ir::bindInputs(program.optimized, sig);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const ir::Node& n = program.optimized.node(program.optimized.outputs()[i]);
+      std::vector<int64_t> want = ir::concretize(n.type.shape, b);
+      STITCH_CHECK(
+          out[i].dtype == n.type.dtype &&
+              std::equal(want.begin(), want.end(), out[i].shape.begin(), out[i].shape.end()),
+          ErrorCode::ShapeMismatch, "{} must be {}[{}]", outputName(g, i),
+          ir::dtypeName(n.type.dtype), fmt::join(want, ", "));
+    }
+    runOnHost(program, *state, in, out);
+    return;
+  }
+#endif
+  reference::evaluate(g, in, out);
+}
 
 }  // namespace
 
@@ -230,6 +349,15 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
 }
 
 void stitch_engine_destroy(stitch_engine_t engine) { delete engine; }
+
+stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_stats_t* out) {
+  STITCH_API_REQUIRE(engine);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    *out = cacheStats(engine->config->backend);
+    return STITCH_OK;
+  })
+}
 
 const char* stitch_engine_backend(stitch_engine_t engine) {
   return engine ? rt::backendName(engine->config->backend).data() : nullptr;
@@ -313,8 +441,7 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
       out.push_back({dt, std::span<const int64_t>(t.shape, t.ndim),
                      static_cast<char*>(t.data) + t.byte_offset});
     }
-    planFor(*program, in);
-    reference::evaluate(g, in, out);
+    runChecked(*program, in, out);
     return STITCH_OK;
   })
 }

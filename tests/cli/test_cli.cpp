@@ -51,6 +51,53 @@ TEST(Cli, EveryExampleChecksAgainstTheReference) {
   EXPECT_GE(seen, 8);
 }
 
+TEST(Cli, EveryExampleOnTheCpuBackendChecksAgainstTheReference) {
+  for (const auto& entry : fs::directory_iterator(fs::path(STITCH_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() != ".stitch") continue;
+    for (const char* fusion : {"stitch", "off"}) {
+      Result r = runCli("run " + entry.path().string() + " --backend cpu --check",
+                        std::string("STITCH_FUSION=") + fusion);
+      EXPECT_EQ(r.code, 0) << entry.path() << " " << fusion << "\n" << r.out;
+      EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+    }
+  }
+}
+
+TEST(Cli, DiskCacheServesASecondProcess) {
+  fs::path dir = fs::temp_directory_path() / "stitch_cli_cache_test";
+  fs::remove_all(dir);
+  std::string env = "STITCH_CACHE_DIR=" + dir.string();
+  std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  // One graph: the file's two graphs compile to the same kernel (the second is a memory hit).
+  ln += " --graph layer_norm";
+  Result cold = runCli("run " + ln + " --backend cpu --dim N=8", env);
+  ASSERT_EQ(cold.code, 0) << cold.out;
+  EXPECT_NE(cold.out.find("kernels compiled, 0 loaded from the disk cache"), std::string::npos)
+      << cold.out;
+  EXPECT_EQ(cold.out.find(" 0 kernels compiled"), std::string::npos) << cold.out;
+  Result warm = runCli("run " + ln + " --backend cpu --dim N=8", env);
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  EXPECT_NE(warm.out.find("(0 kernels compiled"), std::string::npos) << warm.out;
+  EXPECT_EQ(warm.out.find("0 loaded from the disk cache"), std::string::npos) << warm.out;
+  // A damaged entry is detected and recompiled, not trusted.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+  }
+  Result fixed = runCli("run " + ln + " --backend cpu --dim N=8 --check", env);
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  EXPECT_EQ(fixed.out.find("(0 kernels compiled"), std::string::npos) << fixed.out;
+  // STITCH_CACHE=0 leaves the directory alone.
+  fs::path off = fs::temp_directory_path() / "stitch_cli_cache_off";
+  fs::remove_all(off);
+  Result r = runCli("run " + ln + " --backend cpu --dim N=8",
+                    "STITCH_CACHE=0 STITCH_CACHE_DIR=" + off.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(off));
+  EXPECT_EQ(runCli("run " + ln + " --backend cpu", "STITCH_CACHE=2").code, 2);
+}
+
 TEST(Cli, RunPrintsSummariesAndTimes) {
   std::string ex = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
   Result r = runCli("run " + ex + " --graph softmax --dim N=4 --iters 3 --seed 7");
@@ -63,8 +110,11 @@ TEST(Cli, RunPrintsSummariesAndTimes) {
   // Inputs are a function of the seed: same seed, same summary; another seed, another one.
   Result again = runCli("run " + ex + " --graph softmax --dim N=4 --seed 7");
   Result other = runCli("run " + ex + " --graph softmax --dim N=4 --seed 8");
-  auto line = [](const std::string& s) { return s.substr(s.find("y: f32")); };
-  EXPECT_EQ(line(again.out), line(r.out).substr(0, line(again.out).size()));
+  auto line = [](const std::string& s) {
+    size_t at = s.find("y: f32");
+    return s.substr(at, s.find('\n', at) - at);
+  };
+  EXPECT_EQ(line(again.out), line(r.out));
   EXPECT_NE(line(other.out), line(again.out));
   // Defaults for unbound symbols are announced.
   Result d = runCli("run " + ex + " --graph softmax");
@@ -76,8 +126,8 @@ TEST(Cli, MalformedFilesExit2WithLocation) {
   Result r = runCli("run " + f);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(r.out.rfind(f + ":2:7: error: ", 0), 0u) << r.out;
-  std::string t = writeTemp("type.stitch",
-                            "graph g(x: f32[4], y: f16[4]) {\n  z = add(x, y)\n  return z\n}\n");
+  std::string t =
+      writeTemp("type.stitch", "graph g(x: f32[4], y: f16[4]) {\n  z = add(x, y)\n  return z\n}\n");
   r = runCli("run " + t);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(t + ":2:"), std::string::npos) << r.out;
@@ -149,7 +199,7 @@ TEST(Cli, PlanShowsKernelsSchemesAndTotals) {
   EXPECT_EQ(runCli("plan " + ln + " --format yaml").code, 2);
   EXPECT_EQ(runCli("plan " + ln + " --fusion max").code, 2);
   EXPECT_EQ(runCli("plan " + ln, "STITCH_FUSION=max").code, 2);
-  EXPECT_EQ(runCli("plan " + ln + " --check").code, 2);   // an option of run, not plan
+  EXPECT_EQ(runCli("plan " + ln + " --check").code, 2);  // an option of run, not plan
   EXPECT_EQ(runCli("run " + ln + " --target host").code, 2);
 }
 
