@@ -1,11 +1,13 @@
 #include "runtime/cpu/orc_jit.h"
 
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
@@ -81,7 +83,8 @@ llvm::CodeGenOptLevel codegenLevel(int level) {
 // host TargetMachine's cost model.
 class Optimizer {
  public:
-  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level) : tm_(std::move(tm)), level_(level) {}
+  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level, bool vectorMath)
+      : tm_(std::move(tm)), level_(level), vectorMath_(vectorMath) {}
   void run(llvm::Module& m) {
     std::lock_guard<std::mutex> lock(mu_);
     llvm::LoopAnalysisManager lam;
@@ -92,6 +95,13 @@ class Optimizer {
     pto.LoopVectorization = level_ >= 2;
     pto.SLPVectorization = level_ >= 2;
     llvm::PassBuilder pb(tm_.get(), pto);
+    // Vector versions of expf, logf, sinf, ... from glibc's libmvec, when it could be loaded:
+    // registered before the defaults, so this TargetLibraryInfo wins.
+    llvm::TargetLibraryInfoImpl tlii(tm_->getTargetTriple());
+    if (vectorMath_)
+      tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
+                                              tm_->getTargetTriple());
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -106,7 +116,18 @@ class Optimizer {
   std::mutex mu_;
   std::unique_ptr<llvm::TargetMachine> tm_;
   int level_;
+  bool vectorMath_;
 };
+
+// Makes glibc's vector math library (libmvec) visible to JIT-ed code; false if unavailable.
+bool loadVectorMath(const llvm::Triple& triple) {
+  if (triple.getArch() != llvm::Triple::x86_64 || !triple.isOSLinux()) return false;
+  static const bool loaded = [] {
+    std::string err;
+    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+  }();
+  return loaded;
+}
 
 }  // namespace
 
@@ -133,7 +154,8 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!gen) return gen.takeError();
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel);
+  bool vectorMath = loadVectorMath((*tm)->getTargetTriple());
+  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel, vectorMath);
   (*jit)->getIRTransformLayer().setTransform(
       [optimizer](llvm::orc::ThreadSafeModule m, const llvm::orc::MaterializationResponsibility&)
           -> llvm::Expected<llvm::orc::ThreadSafeModule> {

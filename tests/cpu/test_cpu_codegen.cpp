@@ -4,8 +4,8 @@
 // intermediates in plain vectors; plus unit tests of the lowering's index math and of f16/bf16
 // rounding on store.
 //
-// The JIT runs at O3 (the backend's level) for the examples and odd random seeds, at O1 for even
-// seeds: a thousand small plans all at O3 would take most of a minute in a Debug build on a
+// The JIT runs at O3 (the backend's level) for the examples and one random seed in four, at O1
+// for the others: a thousand small plans all at O3 would take most of a minute in a Debug build on a
 // shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
 // for the same reason.
 #include <gtest/gtest.h>
@@ -208,8 +208,8 @@ TEST(CpuCodegen, RandomGraphsMatchReference) {
     ir::Graph g = st::randomGraph(seed, o);
     ir::Bindings b = st::randomBindings(g, seed);
     for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
-      // Odd seeds at O3 (vectorized, reassociated reductions), even ones at O1 (cheaper).
-      std::string f = checkGraph(g, b, seed, mode, seed % 2 ? 3 : 1, t);
+      // One seed in four at O3 (vectorized: reassociated reductions, libmvec), the rest at O1.
+      std::string f = checkGraph(g, b, seed, mode, seed % 4 == 1 ? 3 : 1, t);
       if (!f.empty() && printed++ < 5) ADD_FAILURE() << f;
     }
   }

@@ -67,7 +67,15 @@ class PhaseEmitter {
     std::string name = std::string(base) + (t->isFloatTy() ? "f" : "");
     std::vector<llvm::Type*> params(args.size(), t);
     llvm::FunctionCallee f = M_.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
-    return B_.CreateCall(f, args);
+    // Pure (we never read errno): loops calling it can still be vectorized around the call.
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->setDoesNotAccessMemory();
+      fn->setDoesNotThrow();
+      fn->setWillReturn();
+    }
+    llvm::CallInst* call = B_.CreateCall(f, args);
+    call->setDoesNotAccessMemory();
+    return call;
   }
   // Rounds an f32 compute value to f16/bf16 (nearest even) and back; identity for other types.
   llvm::Value* round(llvm::Value* v, DType t) {
@@ -178,17 +186,18 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Relu:
       if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
       return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
-    case OpCode::Exp: return r(libm("exp", {a}));
-    case OpCode::Log: return r(libm("log", {a}));
+    case OpCode::Exp: return r(intrinsic(llvm::Intrinsic::exp, {a}));
+    case OpCode::Log: return r(intrinsic(llvm::Intrinsic::log, {a}));
     case OpCode::Log1p: return r(libm("log1p", {a}));
     case OpCode::Tanh: return r(libm("tanh", {a}));
     case OpCode::Erf: return r(libm("erf", {a}));
-    case OpCode::Sin: return r(libm("sin", {a}));
-    case OpCode::Cos: return r(libm("cos", {a}));
+    case OpCode::Sin: return r(intrinsic(llvm::Intrinsic::sin, {a}));
+    case OpCode::Cos: return r(intrinsic(llvm::Intrinsic::cos, {a}));
     case OpCode::Sqrt: return r(intrinsic(llvm::Intrinsic::sqrt, {a}));
     case OpCode::Rsqrt: return r(B_.CreateFDiv(one(), intrinsic(llvm::Intrinsic::sqrt, {a})));
     case OpCode::Sigmoid:
-      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), libm("exp", {B_.CreateFNeg(a)}))));
+      return r(B_.CreateFDiv(
+          one(), B_.CreateFAdd(one(), intrinsic(llvm::Intrinsic::exp, {B_.CreateFNeg(a)}))));
     case OpCode::Reciprocal: return r(B_.CreateFDiv(one(), a));
     case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor, {a});
     case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil, {a});
@@ -212,7 +221,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Minimum:
       return fl ? r(intrinsic(llvm::Intrinsic::minimum, {a, b}))
                 : intrinsic(llvm::Intrinsic::smin, {a, b});
-    case OpCode::Pow: return r(libm("pow", {a, b}));
+    case OpCode::Pow: return r(intrinsic(llvm::Intrinsic::pow, {a, b}));
     case OpCode::Eq: return fl ? B_.CreateFCmpOEQ(a, b) : B_.CreateICmpEQ(a, b);
     case OpCode::Ne: return fl ? B_.CreateFCmpUNE(a, b) : B_.CreateICmpNE(a, b);
     case OpCode::Lt: return fl ? B_.CreateFCmpOLT(a, b) : B_.CreateICmpSLT(a, b);
