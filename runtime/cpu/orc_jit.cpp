@@ -107,8 +107,9 @@ class Optimizer {
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = level_ == 0 ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
-                                              : pb.buildPerModuleDefaultPipeline(passLevel(level_));
+    llvm::ModulePassManager mpm = level_ == 0
+                                      ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                      : pb.buildPerModuleDefaultPipeline(passLevel(level_));
     mpm.run(m, mam);
   }
 
@@ -140,15 +141,15 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
   if (!tm) return tm.takeError();
   auto capture = std::make_unique<ObjectCapture>();
   ObjectCapture* cache = capture.get();
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(*jtmb)
-                 .setCompileFunctionCreator(
-                     [cache](llvm::orc::JITTargetMachineBuilder b)
-                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-                       return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b),
-                                                                                cache);
-                     })
-                 .create();
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(*jtmb)
+          .setCompileFunctionCreator(
+              [cache](llvm::orc::JITTargetMachineBuilder b)
+                  -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b), cache);
+              })
+          .create();
   if (!jit) return jit.takeError();
   auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       (*jit)->getDataLayout().getGlobalPrefix());
@@ -211,8 +212,8 @@ llvm::Expected<std::vector<char>> OrcJit::compileToObject(llvm::orc::ThreadSafeM
 llvm::Expected<llvm::orc::ResourceTrackerSP> OrcJit::loadObject(const std::vector<char>& object,
                                                                 std::string_view name) {
   auto rt = jit_->getMainJITDylib().createResourceTracker();
-  auto buf = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(object.data(), object.size()), llvm::StringRef(name.data(), name.size()));
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                  llvm::StringRef(name.data(), name.size()));
   if (auto err = jit_->addObjectFile(rt, std::move(buf))) return err;
   return rt;
 }

@@ -11,10 +11,10 @@
 // Transcendentals are libm: exp, log, sin, cos and pow as LLVM intrinsics (which become calls
 // to expf, logf, ... or, in vectorized loops, to glibc's libmvec when the JIT loaded it), log1p,
 // tanh and erf as calls to log1pf, tanhf, erff (double versions for f64) marked pure; the JIT
-// resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32); float
-// sums and products are marked reassociable so the vectorizer keeps partial sums (the reference
-// sums in f64: no f32 order is exact). Element loops are plain counted loops over contiguous
-// indices, so the loop vectorizer sees them.
+// resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32);
+// float sums and products are marked reassociable so the vectorizer keeps partial sums (the
+// reference sums in f64: no f32 order is exact). Element loops are plain counted loops over
+// contiguous indices, so the loop vectorizer sees them.
 #pragma once
 
 #include <memory>
