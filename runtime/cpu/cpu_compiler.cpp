@@ -1,12 +1,11 @@
 #include "runtime/cpu/cpu_compiler.h"
 
+#include <fmt/format.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
 #include <atomic>
 #include <chrono>
-
-#include <fmt/format.h>
 
 #include "codegen/llvm/llvm_emitter.h"
 #include "lower/kernel_program.h"
@@ -54,8 +53,7 @@ std::vector<std::vector<CompiledKernel>> compileKernels(const ir::Graph& g,
 
   t0 = std::chrono::steady_clock::now();
   auto tracker = jit.addModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)));
-  if (!tracker)
-    throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(tracker.takeError()));
+  if (!tracker) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(tracker.takeError()));
   std::shared_ptr<const void> owner(new CodeOwner{&jit, *tracker});
   std::vector<std::vector<CompiledKernel>> out(programs.size());
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -88,8 +86,7 @@ std::vector<std::vector<CompiledKernel>> compileKernels(const ir::Graph& g,
 }
 
 std::vector<CompiledKernel> compileKernel(const ir::Graph& g, const fusion::Kernel& k,
-                                          const ir::Bindings& b, OrcJit& jit,
-                                          CompileStats* stats) {
+                                          const ir::Bindings& b, OrcJit& jit, CompileStats* stats) {
   return std::move(compileKernels(g, {k}, b, jit, stats)[0]);
 }
 

@@ -1,11 +1,13 @@
 #include "runtime/cpu/orc_jit.h"
 
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
@@ -81,7 +83,8 @@ llvm::CodeGenOptLevel codegenLevel(int level) {
 // host TargetMachine's cost model.
 class Optimizer {
  public:
-  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level) : tm_(std::move(tm)), level_(level) {}
+  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level, bool vectorMath)
+      : tm_(std::move(tm)), level_(level), vectorMath_(vectorMath) {}
   void run(llvm::Module& m) {
     std::lock_guard<std::mutex> lock(mu_);
     llvm::LoopAnalysisManager lam;
@@ -92,13 +95,21 @@ class Optimizer {
     pto.LoopVectorization = level_ >= 2;
     pto.SLPVectorization = level_ >= 2;
     llvm::PassBuilder pb(tm_.get(), pto);
+    // Vector versions of expf, logf, sinf, ... from glibc's libmvec, when it could be loaded:
+    // registered before the defaults, so this TargetLibraryInfo wins.
+    llvm::TargetLibraryInfoImpl tlii(tm_->getTargetTriple());
+    if (vectorMath_)
+      tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
+                                              tm_->getTargetTriple());
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = level_ == 0 ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
-                                              : pb.buildPerModuleDefaultPipeline(passLevel(level_));
+    llvm::ModulePassManager mpm = level_ == 0
+                                      ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                      : pb.buildPerModuleDefaultPipeline(passLevel(level_));
     mpm.run(m, mam);
   }
 
@@ -106,7 +117,18 @@ class Optimizer {
   std::mutex mu_;
   std::unique_ptr<llvm::TargetMachine> tm_;
   int level_;
+  bool vectorMath_;
 };
+
+// Makes glibc's vector math library (libmvec) visible to JIT-ed code; false if unavailable.
+bool loadVectorMath(const llvm::Triple& triple) {
+  if (triple.getArch() != llvm::Triple::x86_64 || !triple.isOSLinux()) return false;
+  static const bool loaded = [] {
+    std::string err;
+    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+  }();
+  return loaded;
+}
 
 }  // namespace
 
@@ -119,21 +141,22 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
   if (!tm) return tm.takeError();
   auto capture = std::make_unique<ObjectCapture>();
   ObjectCapture* cache = capture.get();
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(*jtmb)
-                 .setCompileFunctionCreator(
-                     [cache](llvm::orc::JITTargetMachineBuilder b)
-                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-                       return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b),
-                                                                                cache);
-                     })
-                 .create();
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(*jtmb)
+          .setCompileFunctionCreator(
+              [cache](llvm::orc::JITTargetMachineBuilder b)
+                  -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b), cache);
+              })
+          .create();
   if (!jit) return jit.takeError();
   auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!gen) return gen.takeError();
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel);
+  bool vectorMath = loadVectorMath((*tm)->getTargetTriple());
+  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel, vectorMath);
   (*jit)->getIRTransformLayer().setTransform(
       [optimizer](llvm::orc::ThreadSafeModule m, const llvm::orc::MaterializationResponsibility&)
           -> llvm::Expected<llvm::orc::ThreadSafeModule> {
@@ -189,8 +212,8 @@ llvm::Expected<std::vector<char>> OrcJit::compileToObject(llvm::orc::ThreadSafeM
 llvm::Expected<llvm::orc::ResourceTrackerSP> OrcJit::loadObject(const std::vector<char>& object,
                                                                 std::string_view name) {
   auto rt = jit_->getMainJITDylib().createResourceTracker();
-  auto buf = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(object.data(), object.size()), llvm::StringRef(name.data(), name.size()));
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                  llvm::StringRef(name.data(), name.size()));
   if (auto err = jit_->addObjectFile(rt, std::move(buf))) return err;
   return rt;
 }

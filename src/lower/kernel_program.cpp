@@ -6,14 +6,14 @@
 // same index or value asked for twice is one instruction.
 #include "lower/kernel_program.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "ir/signature.h"
 #include "support/error.h"
@@ -149,8 +149,16 @@ int PhaseBuilder::add(Inst in) {
   if (pure) {
     uint64_t fbits;
     std::memcpy(&fbits, &in.fvalue, sizeof fbits);
-    key = CseKey{static_cast<int>(in.kind), static_cast<int>(in.dtype), static_cast<int>(in.op),
-                 in.args[0], in.args[1], in.args[2], in.buffer, in.acc, in.ivalue, fbits};
+    key = CseKey{static_cast<int>(in.kind),
+                 static_cast<int>(in.dtype),
+                 static_cast<int>(in.op),
+                 in.args[0],
+                 in.args[1],
+                 in.args[2],
+                 in.buffer,
+                 in.acc,
+                 in.ivalue,
+                 fbits};
     for (size_t s = scopes_.size(); s-- > 0;)
       if (auto it = scopes_[s].cse.find(key); it != scopes_[s].cse.end()) return it->second;
   }
@@ -239,8 +247,7 @@ Index PhaseBuilder::broadcastIndex(Index& from, const Dims& fromShape, const Dim
   std::vector<int> c = coordsOf(from, fromShape);
   std::vector<int> out(toShape.size());
   size_t lead = fromShape.size() - toShape.size();
-  for (size_t j = 0; j < toShape.size(); ++j)
-    out[j] = toShape[j] == 1 ? constI(0) : c[lead + j];
+  for (size_t j = 0; j < toShape.size(); ++j) out[j] = toShape[j] == 1 ? constI(0) : c[lead + j];
   return makeIndex(std::move(out), toShape);
 }
 
@@ -379,8 +386,7 @@ int PhaseBuilder::valueUncached(int node, Index& idx) {
       const auto& starts = n.attrs.getInts("starts");
       const auto& steps = n.attrs.getInts("steps");
       std::vector<int> in(inShape.size());
-      for (size_t k = 0; k < in.size(); ++k)
-        in[k] = iadd(imulc(c[k], steps[k]), constI(starts[k]));
+      for (size_t k = 0; k < in.size(); ++k) in[k] = iadd(imulc(c[k], steps[k]), constI(starts[k]));
       return value(src, makeIndex(std::move(in), inShape));
     }
     case OpCode::Concat: {
@@ -427,9 +433,8 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
     *perElem = false;
     return Index{unit_, {}, false};
   }
-  bool aligned = s.size() <= rank ||
-                 std::all_of(s.begin(), s.end() - static_cast<long>(rank),
-                             [](int64_t x) { return x == 1; });
+  bool aligned = s.size() <= rank || std::all_of(s.begin(), s.end() - static_cast<long>(rank),
+                                                 [](int64_t x) { return x == 1; });
   for (size_t i = 0; aligned && i < rank; ++i) {
     int64_t sd = i + s.size() >= rank ? s[i + s.size() - rank] : 1;
     aligned = sd == d[i] || sd == 1;
@@ -594,7 +599,9 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
 std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& nodes) {
   std::map<int, int> parent;
   for (int n : nodes) parent[n] = n;
-  std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+  std::function<int(int)> find = [&](int x) {
+    return parent[x] == x ? x : parent[x] = find(parent[x]);
+  };
   for (int n : nodes)
     for (int o : g.node(n).operands)
       if (parent.count(o)) parent[find(o)] = find(n);
@@ -648,8 +655,7 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
     int dominant = -1;
     int64_t best = -1;
     for (int n : part)
-      if (isReduce(g.node(n).op) && count(n) != 1 &&
-          product(shapes[g.node(n).operands[0]]) > best)
+      if (isReduce(g.node(n).op) && count(n) != 1 && product(shapes[g.node(n).operands[0]]) > best)
         best = product(shapes[g.node(n).operands[0]]), dominant = n;
     Dims domain;
     std::vector<bool> reduced;
@@ -713,28 +719,28 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
 }
 
 std::string printProgram(const KernelProgram& p) {
-  std::string out = fmt::format("program {} ({} params, {} scratch)\n", p.name, p.params.size(),
-                                p.scratchSlots);
+  std::string out =
+      fmt::format("program {} ({} params, {} scratch)\n", p.name, p.params.size(), p.scratchSlots);
   for (size_t i = 0; i < p.params.size(); ++i) {
     const Param& q = p.params[i];
-    out += fmt::format("  param {}: {} {}[{}]\n", i,
-                       q.value >= 0 ? fmt::format("value %{}", q.value)
-                                    : fmt::format("scratch {}", q.scratch),
-                       ir::dtypeName(q.dtype), q.elements);
+    out += fmt::format(
+        "  param {}: {} {}[{}]\n", i,
+        q.value >= 0 ? fmt::format("value %{}", q.value) : fmt::format("scratch {}", q.scratch),
+        ir::dtypeName(q.dtype), q.elements);
   }
   auto kindName = [](InstKind k) {
-    static const char* names[] = {"const", "unit",  "loop",    "iadd",       "imul", "idiv",
-                                  "irem",  "load",  "store",   "acc.read",   "acc",  "op"};
+    static const char* names[] = {"const", "unit", "loop",  "iadd",     "imul", "idiv",
+                                  "irem",  "load", "store", "acc.read", "acc",  "op"};
     return names[static_cast<int>(k)];
   };
   for (const Phase& ph : p.phases) {
-    out += fmt::format("phase {}: {} units={} {} buffers=[", ph.name,
-                       ph.reduce ? "reduce" : "loop", ph.units,
+    out += fmt::format("phase {}: {} units={} {} buffers=[", ph.name, ph.reduce ? "reduce" : "loop",
+                       ph.units,
                        ph.reduce ? fmt::format("row={}", ph.rowLength)
                                  : fmt::format("chunk={} total={}", ph.chunk, ph.total));
     for (size_t i = 0; i < ph.buffers.size(); ++i)
-      out += fmt::format("{}{}{}", i ? ", " : "", static_cast<int>(i) < ph.numInputs ? "in:" : "out:",
-                         ph.buffers[i]);
+      out += fmt::format("{}{}{}", i ? ", " : "",
+                         static_cast<int>(i) < ph.numInputs ? "in:" : "out:", ph.buffers[i]);
     out += "]\n";
     auto block = [&](const char* name, const Block& b) {
       if (b.insts.empty()) return;
@@ -747,10 +753,9 @@ std::string printProgram(const KernelProgram& p) {
         for (int a : in.args)
           if (a >= 0) out += fmt::format(" %{}", a);
         if (in.kind == InstKind::Const)
-          out += ir::isFloat(in.dtype) ? fmt::format(" {}", in.fvalue)
-                                       : fmt::format(" {}", in.ivalue);
-        if (in.kind == InstKind::IMulC || in.kind == InstKind::IDivC ||
-            in.kind == InstKind::IRemC)
+          out +=
+              ir::isFloat(in.dtype) ? fmt::format(" {}", in.fvalue) : fmt::format(" {}", in.ivalue);
+        if (in.kind == InstKind::IMulC || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC)
           out += fmt::format(" {}", in.ivalue);
         if (in.buffer >= 0) out += fmt::format(" buf{}", in.buffer);
         if (in.acc >= 0) out += fmt::format(" acc{}", in.acc);

@@ -46,18 +46,18 @@
 namespace stitch::lower {
 
 enum class InstKind : uint8_t {
-  Const,      // dtype, fvalue (floats) or ivalue (ints, bool)
-  UnitIndex,  // i64: the unit (row, or chunk) this body runs for
-  LoopIndex,  // i64: the inner loop index (the flat element for loop phases)
-  IAdd,       // i64 a + b
-  IMulC,      // i64 a * imm
-  IDivC,      // i64 a / imm (a >= 0, imm > 0)
-  IRemC,      // i64 a % imm (a >= 0, imm > 0)
-  Load,       // buffer, a = flat index; value in the compute type of dtype
-  Store,      // buffer, a = flat index, b = value
-  AccRead,    // the final value of accumulator `acc` (after its stage)
-  Accumulate, // acc <- combine(acc, a); only in a stage body
-  Op,         // an elementwise IR op (unary, binary, compare, select, cast) on args
+  Const,       // dtype, fvalue (floats) or ivalue (ints, bool)
+  UnitIndex,   // i64: the unit (row, or chunk) this body runs for
+  LoopIndex,   // i64: the inner loop index (the flat element for loop phases)
+  IAdd,        // i64 a + b
+  IMulC,       // i64 a * imm
+  IDivC,       // i64 a / imm (a >= 0, imm > 0)
+  IRemC,       // i64 a % imm (a >= 0, imm > 0)
+  Load,        // buffer, a = flat index; value in the compute type of dtype
+  Store,       // buffer, a = flat index, b = value
+  AccRead,     // the final value of accumulator `acc` (after its stage)
+  Accumulate,  // acc <- combine(acc, a); only in a stage body
+  Op,          // an elementwise IR op (unary, binary, compare, select, cast) on args
 };
 
 enum class MemScope : uint8_t { Global, Shared, Register };
@@ -103,15 +103,15 @@ struct Stage {
 
 // The parallel levels of a phase. The host uses `units` only (a task runs a range of units).
 struct Levels {
-  int64_t units = 0;          // grid: independent units
-  int threadsPerBlock = 1;    // block
-  int warpSize = 1;           // warp
+  int64_t units = 0;        // grid: independent units
+  int threadsPerBlock = 1;  // block
+  int warpSize = 1;         // warp
   int64_t elementsPerThread = 1;
 };
 
 struct Phase {
   std::string name;
-  bool reduce = false;    // false: loop phase (unit = chunk of elements)
+  bool reduce = false;  // false: loop phase (unit = chunk of elements)
   int64_t units = 0;
   int64_t grain = 1;      // units per host task worth its dispatch
   int64_t chunk = 1;      // loop phases: elements per unit

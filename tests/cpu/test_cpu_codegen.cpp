@@ -4,11 +4,13 @@
 // intermediates in plain vectors; plus unit tests of the lowering's index math and of f16/bf16
 // rounding on store.
 //
-// The JIT runs at O3 (the backend's level) for the examples and odd random seeds, at O1 for even
-// seeds: a thousand small plans all at O3 would take most of a minute in a Debug build on a
-// shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
+// The JIT runs at O3 (the backend's level) for the examples and one random seed in four, at O1
+// for the others: a thousand small plans all at O3 would take most of a minute in a Debug build on
+// a shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
 // for the same reason.
 #include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,9 +24,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
 
 #include "codegen/llvm/llvm_emitter.h"
 #include "fusion/hardware.h"
@@ -85,10 +84,10 @@ std::vector<reference::HostTensor> runCompiled(
         std::vector<uint8_t>& v = kb.value >= 0 ? values[kb.value] : scratch[kb.scratch];
         if (write && v.size() < size) v.resize(size);
         if (v.size() < size)
-          throw std::runtime_error("kernel " + std::to_string(k) + " reads " +
-                                   (kb.value >= 0 ? g.node(kb.value).name
-                                                  : "scratch " + std::to_string(kb.scratch)) +
-                                   " before it was written");
+          throw std::runtime_error(
+              "kernel " + std::to_string(k) + " reads " +
+              (kb.value >= 0 ? g.node(kb.value).name : "scratch " + std::to_string(kb.scratch)) +
+              " before it was written");
         return v.data();
       };
       for (const auto& kb : ck.inputs) ptrs.push_back(bufferOf(kb, false));
@@ -143,29 +142,32 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
     ++totals.mismatches;
     std::string programs;
     try {
-      for (const auto& k : plan.kernels) programs += lower::printProgram(lower::lowerKernel(g, k, b));
+      for (const auto& k : plan.kernels)
+        programs += lower::printProgram(lower::lowerKernel(g, k, b));
     } catch (const std::exception& e) {
       programs = e.what();
     }
-    return "seed " + std::to_string(seed) + " mode " + std::string(fusion::modeName(mode)) +
-           ": " + failure + "\n" + ir::printGraph(original) + "\nafter passes:\n" +
-           ir::printGraph(g) + "\n" + programs;
+    return "seed " + std::to_string(seed) + " mode " + std::string(fusion::modeName(mode)) + ": " +
+           failure + "\n" + ir::printGraph(original) + "\nafter passes:\n" + ir::printGraph(g) +
+           "\n" + programs;
   }
   return {};
 }
 
 void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
-  std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels ("
-            << s.phases << " phases), " << t.mismatches << " mismatches, " << t.plannerFailures
+  std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
+            << " phases), " << t.mismatches << " mismatches, " << t.plannerFailures
             << " plans the planner failed to make; per kernel: lower "
-            << s.lowerMs / std::max(1, s.kernels) << " ms, emit " << s.emitMs / std::max(1, s.kernels)
-            << " ms, jit " << s.jitMs / std::max(1, s.kernels) << " ms\n";
+            << s.lowerMs / std::max(1, s.kernels) << " ms, emit "
+            << s.emitMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
+            << " ms\n";
 }
 
 std::vector<std::pair<std::string, ir::Graph>> examples() {
   std::vector<std::pair<std::string, ir::Graph>> out;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
     if (e.path().extension() != ".stitch") continue;
     std::ifstream f(e.path());
     std::stringstream ss;
@@ -208,8 +210,8 @@ TEST(CpuCodegen, RandomGraphsMatchReference) {
     ir::Graph g = st::randomGraph(seed, o);
     ir::Bindings b = st::randomBindings(g, seed);
     for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
-      // Odd seeds at O3 (vectorized, reassociated reductions), even ones at O1 (cheaper).
-      std::string f = checkGraph(g, b, seed, mode, seed % 2 ? 3 : 1, t);
+      // One seed in four at O3 (vectorized: reassociated reductions, libmvec), the rest at O1.
+      std::string f = checkGraph(g, b, seed, mode, seed % 4 == 1 ? 3 : 1, t);
       if (!f.empty() && printed++ < 5) ADD_FAILURE() << f;
     }
   }
@@ -257,14 +259,14 @@ TEST(CpuLowering, SliceIndexMath) {
 }
 
 TEST(CpuLowering, BroadcastIndexMath) {
-  auto idx = loadIndices(
-      "graph b(x: f32[3, 1]) {\n y = broadcast_to(x, shape=[2, 3, 2])\n return y\n}\n");
+  auto idx =
+      loadIndices("graph b(x: f32[3, 1]) {\n y = broadcast_to(x, shape=[2, 3, 2])\n return y\n}\n");
   EXPECT_EQ(idx, (std::vector<int64_t>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
 }
 
 TEST(CpuLowering, ConcatClampsEachPartAndSelects) {
-  ir::Graph g = parseOne(
-      "graph c(a: f32[2, 1], b: f32[2, 2]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
+  ir::Graph g =
+      parseOne("graph c(a: f32[2, 1], b: f32[2, 2]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
   fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
@@ -285,8 +287,8 @@ TEST(CpuLowering, ConcatClampsEachPartAndSelects) {
 }
 
 TEST(CpuLowering, RowReductionHasStagesAndRowUnits) {
-  ir::Graph g = passes::runPasses(parseOne(
-      "graph s(x: f32[4, 8]) {\n y = softmax(x, axis=-1)\n return y\n}\n"));
+  ir::Graph g = passes::runPasses(
+      parseOne("graph s(x: f32[4, 8]) {\n y = softmax(x, axis=-1)\n return y\n}\n"));
   fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
@@ -309,8 +311,9 @@ TEST(CpuLowering, GlobalReductionBecomesPhases) {
   EXPECT_TRUE(f.empty()) << f;
   bool barrier = false;
   for (const auto& k : plan.kernels) {
-    bool global = std::any_of(k.edges.begin(), k.edges.end(),
-                              [](const fusion::Edge& e) { return e.scheme == fusion::Scheme::Global; });
+    bool global = std::any_of(k.edges.begin(), k.edges.end(), [](const fusion::Edge& e) {
+      return e.scheme == fusion::Scheme::Global;
+    });
     if (!global) continue;
     barrier = true;
     // Store r per row, reduce it in one unit, then the rest with t read back.
@@ -330,8 +333,8 @@ TEST(CpuCodegen, ConcurrentCompiles) {
     threads.emplace_back([&, t] {
       Totals totals;
       for (size_t i = t; i < all.size(); i += failures.size()) {
-        std::string f = checkGraph(all[i].second, fives(all[i].second), 11, fusion::Mode::Stitch,
-                                   1, totals);
+        std::string f =
+            checkGraph(all[i].second, fives(all[i].second), 11, fusion::Mode::Stitch, 1, totals);
         if (!f.empty()) failures[t] += f;
       }
     });
@@ -386,7 +389,8 @@ TEST(OrcJit, ObjectBytesRoundTrip) {
   m->setDataLayout(jit.dataLayout());
   m->setTargetTriple(jit.triple().str());
   auto names = codegen::emitProgram(p, "roundtrip", *m);
-  auto bytes = jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), names[0]);
+  auto bytes =
+      jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), names[0]);
   ASSERT_TRUE(static_cast<bool>(bytes)) << llvm::toString(bytes.takeError());
   EXPECT_GT(bytes->size(), 100u);
   auto rt = jit.loadObject(*bytes, "roundtrip.o");
@@ -395,7 +399,7 @@ TEST(OrcJit, ObjectBytesRoundTrip) {
   ASSERT_TRUE(static_cast<bool>(fn)) << llvm::toString(fn.takeError());
   float x[5] = {0, 1, -1, 2, 0.5f}, y[5] = {};
   void* bufs[2] = {x, y};
-  reinterpret_cast<rt::cpu::KernelFn>(*fn)(bufs, 0, p.phases[0].units);
+  reinterpret_cast<rt::cpu::KernelFn> (*fn)(bufs, 0, p.phases[0].units);
   for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(y[i], std::exp(x[i]));
   EXPECT_FALSE(static_cast<bool>(jit.remove(*rt)));
 }

@@ -1,6 +1,7 @@
 // KernelProgram -> LLVM IR (contract in llvm_emitter.h).
 #include "codegen/llvm/llvm_emitter.h"
 
+#include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
@@ -13,8 +14,6 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "support/error.h"
 
@@ -66,12 +65,22 @@ class PhaseEmitter {
     llvm::Type* t = args[0]->getType();
     std::string name = std::string(base) + (t->isFloatTy() ? "f" : "");
     std::vector<llvm::Type*> params(args.size(), t);
-    llvm::FunctionCallee f = M_.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
-    return B_.CreateCall(f, args);
+    llvm::FunctionCallee f =
+        M_.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
+    // Pure (we never read errno): loops calling it can still be vectorized around the call.
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->setDoesNotAccessMemory();
+      fn->setDoesNotThrow();
+      fn->setWillReturn();
+    }
+    llvm::CallInst* call = B_.CreateCall(f, args);
+    call->setDoesNotAccessMemory();
+    return call;
   }
   // Rounds an f32 compute value to f16/bf16 (nearest even) and back; identity for other types.
   llvm::Value* round(llvm::Value* v, DType t) {
-    if (t == DType::F16) return B_.CreateFPExt(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getFloatTy());
+    if (t == DType::F16)
+      return B_.CreateFPExt(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getFloatTy());
     if (t == DType::BF16) return B_.CreateBitCast(B_.CreateShl(bf16Bits32(v), 16), B_.getFloatTy());
     return v;
   }
@@ -79,16 +88,19 @@ class PhaseEmitter {
   llvm::Value* bf16Bits32(llvm::Value* v) {
     llvm::Value* bits = B_.CreateBitCast(v, B_.getInt32Ty());
     llvm::Value* lsb = B_.CreateAnd(B_.CreateLShr(bits, 16), 1);
-    llvm::Value* rounded = B_.CreateLShr(B_.CreateAdd(B_.CreateAdd(bits, B_.getInt32(0x7FFF)), lsb), 16);
+    llvm::Value* rounded =
+        B_.CreateLShr(B_.CreateAdd(B_.CreateAdd(bits, B_.getInt32(0x7FFF)), lsb), 16);
     llvm::Value* quiet = B_.CreateLShr(B_.CreateOr(bits, B_.getInt32(0x00400000)), 16);
     llvm::Value* isNan = B_.CreateFCmpUNO(v, v);
     return B_.CreateSelect(isNan, quiet, rounded);
   }
   llvm::Value* load(const Inst& in) {
-    llvm::Value* p = B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
+    llvm::Value* p =
+        B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
     llvm::Value* raw = B_.CreateLoad(mtype(in.dtype), p);
     switch (in.dtype) {
-      case DType::F16: return B_.CreateFPExt(B_.CreateBitCast(raw, B_.getHalfTy()), B_.getFloatTy());
+      case DType::F16:
+        return B_.CreateFPExt(B_.CreateBitCast(raw, B_.getHalfTy()), B_.getFloatTy());
       case DType::BF16:
         return B_.CreateBitCast(B_.CreateShl(B_.CreateZExt(raw, B_.getInt32Ty()), 16),
                                 B_.getFloatTy());
@@ -99,12 +111,15 @@ class PhaseEmitter {
   void store(const Inst& in) {
     llvm::Value* v = val(in.args[1]);
     switch (in.dtype) {
-      case DType::F16: v = B_.CreateBitCast(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getInt16Ty()); break;
+      case DType::F16:
+        v = B_.CreateBitCast(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getInt16Ty());
+        break;
       case DType::BF16: v = B_.CreateTrunc(bf16Bits32(v), B_.getInt16Ty()); break;
       case DType::Bool: v = B_.CreateZExt(v, B_.getInt8Ty()); break;
       default: break;
     }
-    llvm::Value* p = B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
+    llvm::Value* p =
+        B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
     B_.CreateStore(v, p);
   }
   llvm::Value* constant(const Inst& in) {
@@ -138,8 +153,7 @@ llvm::Value* PhaseEmitter::cast(llvm::Value* x, DType from, DType to) {
   if (ir::isFloat(from)) {
     if (ir::isFloat(to)) {
       llvm::Value* y = x;
-      if (x->getType() != t)
-        y = t->isDoubleTy() ? B_.CreateFPExt(x, t) : B_.CreateFPTrunc(x, t);
+      if (x->getType() != t) y = t->isDoubleTy() ? B_.CreateFPExt(x, t) : B_.CreateFPTrunc(x, t);
       return round(y, to);
     }
     if (ir::isInt(to))
@@ -170,7 +184,8 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
   llvm::Type* ty = a->getType();
   auto one = [&] { return llvm::ConstantFP::get(ty, 1.0); };
   switch (in.op) {
-    case OpCode::Neg: return fl ? r(B_.CreateFNeg(a)) : B_.CreateSub(llvm::ConstantInt::get(ty, 0), a);
+    case OpCode::Neg:
+      return fl ? r(B_.CreateFNeg(a)) : B_.CreateSub(llvm::ConstantInt::get(ty, 0), a);
     case OpCode::Abs:
       if (fl) return intrinsic(llvm::Intrinsic::fabs, {a});
       return B_.CreateSelect(B_.CreateICmpSLT(a, llvm::ConstantInt::get(ty, 0)),
@@ -178,17 +193,18 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Relu:
       if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
       return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
-    case OpCode::Exp: return r(libm("exp", {a}));
-    case OpCode::Log: return r(libm("log", {a}));
+    case OpCode::Exp: return r(intrinsic(llvm::Intrinsic::exp, {a}));
+    case OpCode::Log: return r(intrinsic(llvm::Intrinsic::log, {a}));
     case OpCode::Log1p: return r(libm("log1p", {a}));
     case OpCode::Tanh: return r(libm("tanh", {a}));
     case OpCode::Erf: return r(libm("erf", {a}));
-    case OpCode::Sin: return r(libm("sin", {a}));
-    case OpCode::Cos: return r(libm("cos", {a}));
+    case OpCode::Sin: return r(intrinsic(llvm::Intrinsic::sin, {a}));
+    case OpCode::Cos: return r(intrinsic(llvm::Intrinsic::cos, {a}));
     case OpCode::Sqrt: return r(intrinsic(llvm::Intrinsic::sqrt, {a}));
     case OpCode::Rsqrt: return r(B_.CreateFDiv(one(), intrinsic(llvm::Intrinsic::sqrt, {a})));
     case OpCode::Sigmoid:
-      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), libm("exp", {B_.CreateFNeg(a)}))));
+      return r(B_.CreateFDiv(
+          one(), B_.CreateFAdd(one(), intrinsic(llvm::Intrinsic::exp, {B_.CreateFNeg(a)}))));
     case OpCode::Reciprocal: return r(B_.CreateFDiv(one(), a));
     case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor, {a});
     case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil, {a});
@@ -202,7 +218,8 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
       llvm::Value* minus1 = llvm::ConstantInt::get(ty, static_cast<uint64_t>(-1), true);
       llvm::Value* isZero = B_.CreateICmpEQ(b, zero);
       llvm::Value* isM1 = B_.CreateICmpEQ(b, minus1);
-      llvm::Value* safe = B_.CreateSelect(B_.CreateOr(isZero, isM1), llvm::ConstantInt::get(ty, 1), b);
+      llvm::Value* safe =
+          B_.CreateSelect(B_.CreateOr(isZero, isM1), llvm::ConstantInt::get(ty, 1), b);
       llvm::Value* q = B_.CreateSDiv(a, safe);
       return B_.CreateSelect(isZero, zero, B_.CreateSelect(isM1, B_.CreateSub(zero, a), q));
     }
@@ -212,7 +229,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Minimum:
       return fl ? r(intrinsic(llvm::Intrinsic::minimum, {a, b}))
                 : intrinsic(llvm::Intrinsic::smin, {a, b});
-    case OpCode::Pow: return r(libm("pow", {a, b}));
+    case OpCode::Pow: return r(intrinsic(llvm::Intrinsic::pow, {a, b}));
     case OpCode::Eq: return fl ? B_.CreateFCmpOEQ(a, b) : B_.CreateICmpEQ(a, b);
     case OpCode::Ne: return fl ? B_.CreateFCmpUNE(a, b) : B_.CreateICmpNE(a, b);
     case OpCode::Lt: return fl ? B_.CreateFCmpOLT(a, b) : B_.CreateICmpSLT(a, b);
@@ -246,8 +263,10 @@ llvm::Value* PhaseEmitter::accInit(const lower::Accumulator& a) {
     case lower::ReduceOp::Sum:
     case lower::ReduceOp::Mean: return llvm::ConstantInt::get(t, 0);
     case lower::ReduceOp::Prod: return llvm::ConstantInt::get(t, 1);
-    case lower::ReduceOp::Max: return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMinValue(bits));
-    case lower::ReduceOp::Min: return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMaxValue(bits));
+    case lower::ReduceOp::Max:
+      return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMinValue(bits));
+    case lower::ReduceOp::Min:
+      return llvm::ConstantInt::get(C_, llvm::APInt::getSignedMaxValue(bits));
   }
   return nullptr;
 }
@@ -282,8 +301,12 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::Const: v = constant(in); break;
       case InstKind::UnitIndex: v = unit_; break;
       case InstKind::LoopIndex: v = loopIndex_; break;
-      case InstKind::IAdd: v = B_.CreateAdd(val(in.args[0]), val(in.args[1]), "", false, true); break;
-      case InstKind::IMulC: v = B_.CreateMul(val(in.args[0]), i64(in.ivalue), "", false, true); break;
+      case InstKind::IAdd:
+        v = B_.CreateAdd(val(in.args[0]), val(in.args[1]), "", false, true);
+        break;
+      case InstKind::IMulC:
+        v = B_.CreateMul(val(in.args[0]), i64(in.ivalue), "", false, true);
+        break;
       case InstKind::IDivC: v = B_.CreateUDiv(val(in.args[0]), i64(in.ivalue)); break;
       case InstKind::IRemC: v = B_.CreateURem(val(in.args[0]), i64(in.ivalue)); break;
       case InstKind::Load: v = load(in); break;
@@ -324,7 +347,8 @@ void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
 
 void PhaseEmitter::emit(const std::string& name) {
   llvm::Type* ptr = B_.getPtrTy();
-  auto* fty = llvm::FunctionType::get(B_.getVoidTy(), {ptr, B_.getInt64Ty(), B_.getInt64Ty()}, false);
+  auto* fty =
+      llvm::FunctionType::get(B_.getVoidTy(), {ptr, B_.getInt64Ty(), B_.getInt64Ty()}, false);
   llvm::Function* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, M_);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   f->addFnAttr(llvm::Attribute::NoFree);
@@ -355,7 +379,8 @@ void PhaseEmitter::emit(const std::string& name) {
       emitBlock(ph_.pre);
       for (const lower::Stage& st : ph_.stages) {
         for (int a : st.accs)
-          B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), accSlots_[static_cast<size_t>(a)]);
+          B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]),
+                         accSlots_[static_cast<size_t>(a)]);
         loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
           loopIndex_ = k;
           emitBlock(st.body);
@@ -381,7 +406,8 @@ void PhaseEmitter::emit(const std::string& name) {
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyFunction(*f, &os))
-    throwError(ErrorCode::Internal, fmt::format("llvm emitter: invalid function {}: {}", name, err));
+    throwError(ErrorCode::Internal,
+               fmt::format("llvm emitter: invalid function {}: {}", name, err));
 }
 
 }  // namespace

@@ -8,11 +8,13 @@
 // result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32, f64
 // in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
 // propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
-// Transcendentals call libm (expf, logf, ... and the double versions), which the JIT resolves
-// from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32); float
-// sums and products are marked reassociable so the vectorizer keeps partial sums (the reference
-// sums in f64: no f32 order is exact). Element loops are plain counted loops over contiguous
-// indices, so the loop vectorizer sees them.
+// Transcendentals are libm: exp, log, sin, cos and pow as LLVM intrinsics (which become calls
+// to expf, logf, ... or, in vectorized loops, to glibc's libmvec when the JIT loaded it), log1p,
+// tanh and erf as calls to log1pf, tanhf, erff (double versions for f64) marked pure; the JIT
+// resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32);
+// float sums and products are marked reassociable so the vectorizer keeps partial sums (the
+// reference sums in f64: no f32 order is exact). Element loops are plain counted loops over
+// contiguous indices, so the loop vectorizer sees them.
 #pragma once
 
 #include <memory>
