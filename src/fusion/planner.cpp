@@ -14,6 +14,7 @@
 #include "fusion/group.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/logging.h"
 
 namespace stitch::fusion {
 
@@ -30,6 +31,9 @@ constexpr size_t kMaxGroupNodes = 256;
 // packings of unrelated ops); above it, only kernels that exchange or share values, which keeps
 // each search step linear in the graph.
 constexpr size_t kAllPairsMaxOps = 32;
+// Up to this many planned ops, cycle checks search every reachable kernel (exact); above it a
+// faster heuristic check runs, and the resulting plan is verified (see pathThroughOther).
+constexpr size_t kExactCycleChecksMaxOps = 2000;
 // Consumers of one shared value considered for horizontal packing: the nearest on each side.
 constexpr size_t kSiblingWindow = 1;
 
@@ -122,10 +126,14 @@ std::vector<int> successors(const PlanContext& ctx, const Partition& p, int g) {
   return out;
 }
 
-// Whether some path leads from group `from` to group `to` through a third group. Node ids are
-// topological, so a path to `to` never passes a group whose first node is after `to`'s last.
-bool pathThroughOther(const PlanContext& ctx, const Partition& p, int from, int to) {
-  int limit = p.groups[to].back();
+// Whether some path leads from group `from` to group `to` through a third group (merging them
+// would then make a cycle). With `exact`, every group reachable from `from` is searched. Without
+// it, the search skips groups whose first node comes after `to`'s last: fast (paths in big graphs
+// stay local), but only a heuristic, because a group may hold nodes on both sides of another
+// (horizontal packing, or a merge across an unrelated node) and a path can run through a group
+// that starts after `to` ends. Plans made with it are verified (planGraph).
+bool pathThroughOther(const PlanContext& ctx, const Partition& p, int from, int to, bool exact) {
+  int limit = exact ? std::numeric_limits<int>::max() : p.groups[to].back();
   std::vector<int> stack;
   std::set<int> seen;
   for (int s : successors(ctx, p, from))
@@ -141,8 +149,31 @@ bool pathThroughOther(const PlanContext& ctx, const Partition& p, int from, int 
   return false;
 }
 
-bool mergeIsAcyclic(const PlanContext& ctx, const Partition& p, int a, int b) {
-  return !pathThroughOther(ctx, p, a, b) && !pathThroughOther(ctx, p, b, a);
+bool mergeIsAcyclic(const PlanContext& ctx, const Partition& p, int a, int b, bool exact) {
+  return !pathThroughOther(ctx, p, a, b, exact) && !pathThroughOther(ctx, p, b, a, exact);
+}
+
+// Whether the group graph of p has no cycle (Kahn's algorithm, linear).
+bool partitionIsAcyclic(const PlanContext& ctx, const Partition& p) {
+  std::vector<int> indeg(p.groups.size(), 0);
+  size_t live = 0;
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    if (p.groups[g].empty()) continue;
+    ++live;
+    for (int s : successors(ctx, p, static_cast<int>(g))) ++indeg[s];
+  }
+  std::vector<int> ready;
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    if (!p.groups[g].empty() && indeg[g] == 0) ready.push_back(static_cast<int>(g));
+  size_t done = 0;
+  while (!ready.empty()) {
+    int g = ready.back();
+    ready.pop_back();
+    ++done;
+    for (int s : successors(ctx, p, g))
+      if (--indeg[s] == 0) ready.push_back(s);
+  }
+  return done == live;
 }
 
 void applyMerge(Partition& p, int a, int b, double cost) {
@@ -195,7 +226,8 @@ struct Candidate {
 };
 
 // Greedy: repeatedly apply the merge with the largest gain.
-Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool allPairs) {
+Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool allPairs,
+                 bool exact) {
   std::vector<int> version(p.groups.size(), 0);
   std::priority_queue<Candidate> queue;
   // `later`: only partners after a, so the first sweep evaluates each pair once.
@@ -216,7 +248,7 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
     if (p.groups[c.a].empty() || p.groups[c.b].empty() || version[c.a] != c.versionA ||
         version[c.b] != c.versionB)
       continue;
-    if (!mergeIsAcyclic(ctx, p, c.a, c.b)) continue;
+    if (!mergeIsAcyclic(ctx, p, c.a, c.b, exact)) continue;
     // The gain was measured when the candidate was queued; both groups are unchanged since.
     applyMerge(p, c.a, c.b, p.costs[c.a] + p.costs[c.b] - c.gain);
     int kept = p.groups[c.a].empty() ? c.b : c.a;
@@ -230,8 +262,8 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
 
 // Beam search over merge sequences, seeded with the greedy result and the singletons. Unlike
 // greedy it also follows merges that cost something now, when they open a better merge later.
-Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds,
-               int width, bool allPairs) {
+Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds, int width,
+               bool allPairs) {
   Partition best = *std::min_element(
       seeds.begin(), seeds.end(), [](const auto& x, const auto& y) { return x.total < y.total; });
   std::vector<Partition> frontier = std::move(seeds);
@@ -265,7 +297,7 @@ Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition
       int taken = 0;
       for (const auto& [delta, ab] : moves) {
         if (taken >= kSuccessorsPerState) break;
-        if (!mergeIsAcyclic(ctx, p, ab.first, ab.second)) continue;
+        if (!mergeIsAcyclic(ctx, p, ab.first, ab.second, /*exact=*/true)) continue;
         Partition q = p;
         applyMerge(q, ab.first, ab.second,
                    analyses.cost(unite(p.groups[ab.first], p.groups[ab.second])));
@@ -421,7 +453,7 @@ std::string cutReason(const PlanContext& ctx, Analyses& analyses, const Partitio
   std::vector<int> merged = unite(p.groups[a], p.groups[b]);
   GroupResult r = analyses.get(merged);
   if (!r.valid) return r.reason;
-  if (!mergeIsAcyclic(ctx, p, a, b))
+  if (!mergeIsAcyclic(ctx, p, a, b, /*exact=*/true))
     return "fusing would create a cycle: a path between them runs through another kernel";
   double apart = p.costs[a] + p.costs[b];
   double together = r.kernel.cost.time;
@@ -456,10 +488,21 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
   if (options.mode != Mode::Off && !ctx.planned.empty()) {
     bool small = static_cast<int>(ctx.planned.size()) <= options.beamMaxOps;
     bool tiny = ctx.planned.size() <= kAllPairsMaxOps;
+    bool exact = ctx.planned.size() <= kExactCycleChecksMaxOps;
+    // Greedy with the cycle check the graph's size affords; a heuristic result is verified, and
+    // in the rare case it let a cycle through, made again with exact checks.
+    auto runGreedy = [&](const PlanContext& c, Analyses& a, const Partition& from) {
+      Partition r = greedy(c, a, from, tiny, exact);
+      if (!exact && !partitionIsAcyclic(c, r)) {
+        log().debug("plan search: the fast cycle check missed a cycle; searching again exactly");
+        r = greedy(c, a, from, tiny, /*exact=*/true);
+      }
+      return r;
+    };
     switch (options.search) {
-      case Search::Greedy: best = greedy(ctx, analyses, start, tiny); break;
+      case Search::Greedy: best = runGreedy(ctx, analyses, start); break;
       case Search::Beam: {
-        std::vector<Partition> seeds = {greedy(ctx, analyses, start, tiny)};
+        std::vector<Partition> seeds = {runGreedy(ctx, analyses, start)};
         if (small) {
           // From the singletons only where the beam can afford to redo every merge.
           if (tiny) seeds.push_back(start);
@@ -468,8 +511,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
           if (options.mode == Mode::Stitch) {
             PlanContext basicCtx(g, bindings, hw, Mode::Basic);
             Analyses basicAnalyses(basicCtx);
-            Partition b =
-                greedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses), tiny);
+            Partition b = runGreedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses));
             b.total = 0;
             for (size_t i = 0; i < b.groups.size(); ++i)
               if (!b.groups[i].empty()) b.total += b.costs[i] = analyses.cost(b.groups[i]);
