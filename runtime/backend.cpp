@@ -57,9 +57,8 @@ Backend resolveBackend(std::string_view request) {
                  "backend '{}' is unavailable: {}", request, why);
     return b;
   }
-  throwError(ErrorCode::InvalidArgument,
-             fmt::format("unknown backend '{}'; valid backends: {}", request,
-                         env::joinChoices(kChoices)));
+  throwError(ErrorCode::InvalidArgument, fmt::format("unknown backend '{}'; valid backends: {}",
+                                                     request, env::joinChoices(kChoices)));
 }
 
 }  // namespace stitch::rt

@@ -4,9 +4,8 @@
 // floats uniform in [-1, 1) rounded to the dtype, ints uniform in [-8, 8], bools fair coins.
 #pragma once
 
-#include <stitch/stitch.hpp>
-
 #include <cstdint>
+#include <stitch/stitch.hpp>
 #include <string>
 #include <vector>
 

@@ -54,16 +54,16 @@ STITCH_API int stitch_version_number(void);
 
 typedef enum {
   STITCH_OK = 0,
-  STITCH_ERROR_INVALID_ARGUMENT = 1,     /* NULL handle, index out of range, bad option value */
-  STITCH_ERROR_PARSE = 2,                /* .stitch text is malformed (message is FILE:LINE:COL) */
-  STITCH_ERROR_INVALID_GRAPH = 3,        /* dtype/shape/attribute error building or verifying */
-  STITCH_ERROR_SHAPE_MISMATCH = 4,       /* run-time tensors disagree with the graph's signature */
-  STITCH_ERROR_BACKEND_UNAVAILABLE = 5,  /* the backend is not built in or has no device */
-  STITCH_ERROR_COMPILE = 6,              /* generating or compiling a kernel failed */
-  STITCH_ERROR_UNSUPPORTED = 7,          /* valid request this version does not handle */
+  STITCH_ERROR_INVALID_ARGUMENT = 1,    /* NULL handle, index out of range, bad option value */
+  STITCH_ERROR_PARSE = 2,               /* .stitch text is malformed (message is FILE:LINE:COL) */
+  STITCH_ERROR_INVALID_GRAPH = 3,       /* dtype/shape/attribute error building or verifying */
+  STITCH_ERROR_SHAPE_MISMATCH = 4,      /* run-time tensors disagree with the graph's signature */
+  STITCH_ERROR_BACKEND_UNAVAILABLE = 5, /* the backend is not built in or has no device */
+  STITCH_ERROR_COMPILE = 6,             /* generating or compiling a kernel failed */
+  STITCH_ERROR_UNSUPPORTED = 7,         /* valid request this version does not handle */
   STITCH_ERROR_OUT_OF_MEMORY = 8,
-  STITCH_ERROR_IO = 9,                   /* a file could not be read or written */
-  STITCH_ERROR_INTERNAL = 10             /* a bug in Stitch; please report it */
+  STITCH_ERROR_IO = 9,       /* a file could not be read or written */
+  STITCH_ERROR_INTERNAL = 10 /* a bug in Stitch; please report it */
 } stitch_status_t;
 
 /* A constant name for a status, e.g. "STITCH_ERROR_PARSE"; "STITCH_UNKNOWN_STATUS" otherwise. */
@@ -111,16 +111,17 @@ typedef struct {
 } stitch_dim_t;
 
 typedef enum {
-  STITCH_ATTR_INT = 0,    /* i */
-  STITCH_ATTR_FLOAT = 1,  /* f */
-  STITCH_ATTR_BOOL = 2,   /* i (0 or 1) */
-  STITCH_ATTR_INTS = 3,   /* ints[0..count) */
-  STITCH_ATTR_DIMS = 4,   /* dims[0..count), for shape= lists (ints and symbols) */
-  STITCH_ATTR_DTYPE = 5,  /* i (a stitch_dtype_t) */
-  STITCH_ATTR_IDENT = 6   /* s, an identifier such as "tanh" for gelu's approximate= */
+  STITCH_ATTR_INT = 0,   /* i */
+  STITCH_ATTR_FLOAT = 1, /* f */
+  STITCH_ATTR_BOOL = 2,  /* i (0 or 1) */
+  STITCH_ATTR_INTS = 3,  /* ints[0..count) */
+  STITCH_ATTR_DIMS = 4,  /* dims[0..count), for shape= lists (ints and symbols) */
+  STITCH_ATTR_DTYPE = 5, /* i (a stitch_dtype_t) */
+  STITCH_ATTR_IDENT = 6  /* s, an identifier such as "tanh" for gelu's approximate= */
 } stitch_attr_kind_t;
 
-/* An attribute `name=value` of an op, as in the text format. Only the fields of its kind are read. */
+/* An attribute `name=value` of an op, as in the text format. Only the fields of its kind are read.
+ */
 typedef struct {
   const char* name;
   stitch_attr_kind_t kind;
@@ -283,9 +284,9 @@ STITCH_API stitch_status_t stitch_program_run(stitch_program_t program, const DL
  * backend (engines of one backend share compiled kernels), so these count every engine's use.
  * The reference backend compiles nothing: all zero. */
 typedef struct {
-  uint64_t memory_hits;     /* kernel found loaded in memory */
+  uint64_t memory_hits; /* kernel found loaded in memory */
   uint64_t memory_misses;
-  uint64_t disk_hits;       /* object code loaded from STITCH_CACHE_DIR */
+  uint64_t disk_hits; /* object code loaded from STITCH_CACHE_DIR */
   uint64_t disk_misses;
   uint64_t disk_writes;
   uint64_t corrupt_entries; /* disk entries found damaged: ignored, recompiled, rewritten */

@@ -9,6 +9,7 @@
 
 #include "codegen/llvm/llvm_emitter.h"
 #include "lower/kernel_program.h"
+#include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/orc_jit.h"
 #include "support/error.h"
 #include "support/logging.h"
@@ -100,23 +101,9 @@ std::shared_ptr<const KernelPhases> HostCompiler::compile(const ir::Graph& g,
     if (!tracker) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(tracker.takeError()));
     std::shared_ptr<const void> owner(new LoadedCode{jit_.get(), *tracker});
     auto phases = std::make_shared<KernelPhases>();
-    for (size_t ph = 0; ph < program.phases.size(); ++ph) {
-      const lower::Phase& phase = program.phases[ph];
-      // emitProgram names phase i PREFIX_i (llvm_emitter.h).
-      auto fn = jit_->lookup(fmt::format("{}_{}", prefix, ph));
-      if (!fn) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(fn.takeError()));
-      CompiledKernel ck;
-      ck.fn = reinterpret_cast<KernelFn>(*fn);
-      ck.units = phase.units;
-      ck.grain = phase.grain;
-      for (size_t j = 0; j < phase.buffers.size(); ++j) {
-        const lower::Param& q = program.params[static_cast<size_t>(phase.buffers[j])];
-        KernelBuffer kb{q.value, q.scratch, q.dtype, q.elements};
-        (static_cast<int>(j) < phase.numInputs ? ck.inputs : ck.outputs).push_back(kb);
-      }
-      ck.owner = owner;
-      phases->push_back(std::move(ck));
-    }
+    // emitProgram names phase i PREFIX_i (llvm_emitter.h).
+    for (size_t ph = 0; ph < program.phases.size(); ++ph)
+      phases->push_back(compiledPhase(program, ph, *jit_, fmt::format("{}_{}", prefix, ph), owner));
     live[fingerprint] = phases;
     return phases;
   };

@@ -30,6 +30,24 @@ struct CodeOwner {
 
 }  // namespace
 
+CompiledKernel compiledPhase(const lower::KernelProgram& p, size_t phase, OrcJit& jit,
+                             const std::string& symbol, std::shared_ptr<const void> owner) {
+  auto fn = jit.lookup(symbol);
+  if (!fn) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(fn.takeError()));
+  const lower::Phase& ph = p.phases[phase];
+  CompiledKernel ck;
+  ck.fn = reinterpret_cast<KernelFn>(*fn);
+  ck.units = ph.units;
+  ck.grain = ph.grain;
+  for (size_t j = 0; j < ph.buffers.size(); ++j) {
+    const lower::Param& q = p.params[static_cast<size_t>(ph.buffers[j])];
+    KernelBuffer kb{q.value, q.scratch, q.dtype, q.elements};
+    (static_cast<int>(j) < ph.numInputs ? ck.inputs : ck.outputs).push_back(kb);
+  }
+  ck.owner = std::move(owner);
+  return ck;
+}
+
 std::vector<std::vector<CompiledKernel>> compileKernels(const ir::Graph& g,
                                                         const std::vector<fusion::Kernel>& ks,
                                                         const ir::Bindings& b, OrcJit& jit,
@@ -59,20 +77,7 @@ std::vector<std::vector<CompiledKernel>> compileKernels(const ir::Graph& g,
   for (size_t i = 0; i < programs.size(); ++i) {
     const lower::KernelProgram& p = programs[i];
     for (size_t ph = 0; ph < p.phases.size(); ++ph) {
-      const lower::Phase& phase = p.phases[ph];
-      auto fn = jit.lookup(names[i][ph]);
-      if (!fn) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(fn.takeError()));
-      CompiledKernel ck;
-      ck.fn = reinterpret_cast<KernelFn>(*fn);
-      ck.units = phase.units;
-      ck.grain = phase.grain;
-      for (size_t j = 0; j < phase.buffers.size(); ++j) {
-        const lower::Param& q = p.params[static_cast<size_t>(phase.buffers[j])];
-        KernelBuffer kb{q.value, q.scratch, q.dtype, q.elements};
-        (static_cast<int>(j) < phase.numInputs ? ck.inputs : ck.outputs).push_back(kb);
-      }
-      ck.owner = owner;
-      out[i].push_back(std::move(ck));
+      out[i].push_back(compiledPhase(p, ph, jit, names[i][ph], owner));
     }
   }
   if (stats) {

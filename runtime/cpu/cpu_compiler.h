@@ -15,6 +15,7 @@
 
 #include "fusion/plan.h"
 #include "ir/graph.h"
+#include "lower/kernel_program.h"
 #include "runtime/cpu/cpu_kernel.h"
 #include "runtime/cpu/orc_jit.h"
 
@@ -27,6 +28,10 @@ struct CompileStats {
   int kernels = 0;
   int phases = 0;
 };
+
+// Phase `phase` of program p, JIT-compiled as `symbol`, as a CompiledKernel keeping `owner`.
+CompiledKernel compiledPhase(const lower::KernelProgram& p, size_t phase, OrcJit& jit,
+                             const std::string& symbol, std::shared_ptr<const void> owner);
 
 std::vector<CompiledKernel> compileKernel(const ir::Graph& g, const fusion::Kernel& k,
                                           const ir::Bindings& b, OrcJit& jit,

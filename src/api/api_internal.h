@@ -8,8 +8,8 @@
 
 #include <memory>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusion/plan.h"
@@ -32,7 +32,7 @@ ir::DType toDType(stitch_dtype_t t);
 struct EngineConfig {
   rt::Backend backend = rt::Backend::Reference;
   fusion::Mode fusion = fusion::Mode::Stitch;
-  bool dumpPlan = false;    // STITCH_DUMP contains "plan"
+  bool dumpPlan = false;      // STITCH_DUMP contains "plan"
   std::string dumpDir = ".";  // STITCH_DUMP_DIR
 };
 
@@ -41,10 +41,9 @@ struct EngineConfig {
 void copyOut(const std::string& text, char* buf, size_t capacity, size_t* needed);
 
 // Reads option key/value arrays into a map, rejecting NULLs, duplicates and keys not in `valid`.
-std::vector<std::pair<std::string, std::string>> readOptions(const char* const* keys,
-                                                             const char* const* values, size_t n,
-                                                             std::span<const std::string_view> valid,
-                                                             std::string_view what);
+std::vector<std::pair<std::string, std::string>> readOptions(
+    const char* const* keys, const char* const* values, size_t n,
+    std::span<const std::string_view> valid, std::string_view what);
 
 }  // namespace stitch::api
 
@@ -66,17 +65,17 @@ struct stitch_engine_s {
   std::shared_ptr<const stitch::api::EngineConfig> config;
 };
 
-#define STITCH_API_GUARD(...)             \
-  try {                                   \
-    __VA_ARGS__                           \
-  } catch (...) {                         \
+#define STITCH_API_GUARD(...)              \
+  try {                                    \
+    __VA_ARGS__                            \
+  } catch (...) {                          \
     return ::stitch::api::fromException(); \
   }
 
 // Fails with INVALID_ARGUMENT when a required pointer argument is NULL.
-#define STITCH_API_REQUIRE(ptr)                                                            \
-  do {                                                                                     \
-    if ((ptr) == nullptr)                                                                  \
-      return ::stitch::api::setError(STITCH_ERROR_INVALID_ARGUMENT,                        \
+#define STITCH_API_REQUIRE(ptr)                                                              \
+  do {                                                                                       \
+    if ((ptr) == nullptr)                                                                    \
+      return ::stitch::api::setError(STITCH_ERROR_INVALID_ARGUMENT,                          \
                                      std::string(__func__) + ": " #ptr " must not be NULL"); \
   } while (0)

@@ -63,7 +63,9 @@ const std::vector<int64_t>& Attrs::getInts(std::string_view n) const {
 }
 const Shape& Attrs::getDims(std::string_view n) const { return getAs<Shape>(*this, n); }
 DType Attrs::getDType(std::string_view n) const { return getAs<DType>(*this, n); }
-const std::string& Attrs::getIdent(std::string_view n) const { return getAs<std::string>(*this, n); }
+const std::string& Attrs::getIdent(std::string_view n) const {
+  return getAs<std::string>(*this, n);
+}
 
 std::string formatDouble(double v) {
   if (std::isnan(v)) return "nan";

@@ -33,8 +33,8 @@ double roundToFormat(double x, Format f) {
   if (std::isnan(x) || std::isinf(x) || x == 0.0) return x;
   double a = std::fabs(x);
   int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  int exp = e - 1;    // a in [2^exp, 2^(exp+1))
+  std::frexp(a, &e);               // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1;                 // a in [2^exp, 2^(exp+1))
   if (exp < f.emin) exp = f.emin;  // subnormal: fixed spacing 2^(emin - mant)
   // Scaling by a power of two is exact in f64 for every format we round to.
   double q = roundHalfEven(std::ldexp(a, f.mant - exp));

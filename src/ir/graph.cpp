@@ -11,7 +11,8 @@ bool isIdentifier(std::string_view s) {
   if (s.empty()) return false;
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   if (!alpha(s[0])) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+  return std::all_of(s.begin(), s.end(),
+                     [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
 }
 
 bool isReservedWord(std::string_view s) {
@@ -81,8 +82,8 @@ int GraphBuilder::addInput(std::string name, TensorType type, SourceLoc loc) {
       STITCH_CHECK(isIdentifier(d.symbol) && !isReservedWord(d.symbol), ErrorCode::InvalidGraph,
                    "'{}' is not a valid symbolic dim name", d.symbol);
     else
-      STITCH_CHECK(d.size >= 0, ErrorCode::InvalidGraph, "dim {} of input '{}' is negative",
-                   d.size, name);
+      STITCH_CHECK(d.size >= 0, ErrorCode::InvalidGraph, "dim {} of input '{}' is negative", d.size,
+                   name);
   }
   int id = static_cast<int>(g_.nodes_.size());
   g_.byName_.emplace(name, id);
@@ -109,7 +110,8 @@ Attrs checkAttrs(const OpInfo& info, Attrs given) {
                              [&](const AttrSpec& s) { return s.name == a.name; });
     if (spec == info.attrs.end()) {
       std::string valid;
-      for (const AttrSpec& s : info.attrs) valid += (valid.empty() ? "" : ", ") + std::string(s.name);
+      for (const AttrSpec& s : info.attrs)
+        valid += (valid.empty() ? "" : ", ") + std::string(s.name);
       throw OpError(fmt::format("{} has no attribute '{}' (valid: {})", info.name, a.name,
                                 valid.empty() ? "none" : valid),
                     -1, a.name);
@@ -128,9 +130,9 @@ Attrs checkAttrs(const OpInfo& info, Attrs given) {
       const Shape& s = std::get<Shape>(v);
       auto sym = std::find_if(s.begin(), s.end(), [](const Dim& d) { return d.isSymbolic(); });
       if (sym != s.end())
-        throw OpError(fmt::format("attribute '{}' takes integers, not the symbol {}", a.name,
-                                  sym->symbol),
-                      -1, a.name);
+        throw OpError(
+            fmt::format("attribute '{}' takes integers, not the symbol {}", a.name, sym->symbol),
+            -1, a.name);
       std::vector<int64_t> ints;
       for (const Dim& d : s) ints.push_back(d.size);
       v = ints;
@@ -140,21 +142,20 @@ Attrs checkAttrs(const OpInfo& info, Attrs given) {
           std::find(spec->choices.begin(), spec->choices.end(), id) == spec->choices.end()) {
         std::string valid;
         for (auto c : spec->choices) valid += (valid.empty() ? "" : ", ") + std::string(c);
-        throw OpError(fmt::format("{}={} is not valid (valid: {})", a.name, id, valid), -1,
-                      a.name);
+        throw OpError(fmt::format("{}={} is not valid (valid: {})", a.name, id, valid), -1, a.name);
       }
     } else if (spec->kind != have) {
-      throw OpError(fmt::format("attribute '{}' of {} takes a {}, but got the {} {}", a.name,
-                                info.name, attrKindName(spec->kind), attrKindName(have),
-                                attrValueStr(a.value)),
-                    -1, a.name);
+      throw OpError(
+          fmt::format("attribute '{}' of {} takes a {}, but got the {} {}", a.name, info.name,
+                      attrKindName(spec->kind), attrKindName(have), attrValueStr(a.value)),
+          -1, a.name);
     }
     out.set(a.name, std::move(v));
   }
   for (const AttrSpec& s : info.attrs)
     if (s.required && !out.has(s.name))
-      throw OpError(fmt::format("{} needs the attribute '{}' ({})", info.name, s.name,
-                                attrKindName(s.kind)));
+      throw OpError(
+          fmt::format("{} needs the attribute '{}' ({})", info.name, s.name, attrKindName(s.kind)));
   return out;
 }
 
@@ -191,9 +192,9 @@ int GraphBuilder::addOp(OpCode op, std::vector<int> operands, Attrs attrs, std::
     if (const Shape* s = std::get_if<Shape>(&a.value))
       for (const Dim& d : *s)
         if (d.isSymbolic() && !isInputSymbol(d.symbol))
-          throw OpError(fmt::format("symbol {} in {}= is not a dim of any graph input", d.symbol,
-                                    a.name),
-                        -1, a.name);
+          throw OpError(
+              fmt::format("symbol {} in {}= is not a dim of any graph input", d.symbol, a.name), -1,
+              a.name);
   }
   TensorType type = info.infer(types, checked);
   checked = canonicalOrder(info, checked);
@@ -201,8 +202,8 @@ int GraphBuilder::addOp(OpCode op, std::vector<int> operands, Attrs attrs, std::
   else checkName(name);
   int id = static_cast<int>(g_.nodes_.size());
   g_.byName_.emplace(name, id);
-  g_.nodes_.push_back(Node{op, std::move(operands), std::move(checked), std::move(type),
-                           std::move(name), loc});
+  g_.nodes_.push_back(
+      Node{op, std::move(operands), std::move(checked), std::move(type), std::move(name), loc});
   return id;
 }
 
@@ -264,7 +265,8 @@ void verify(const Graph& g) {
     if (t != n.type)
       bad(fmt::format("node '{}' has type {} but its op gives {}", n.name, typeStr(n.type),
                       typeStr(t)));
-    if (!(canonicalOrder(info, attrs) == n.attrs)) bad(fmt::format("node '{}' has unnormalized attributes", n.name));
+    if (!(canonicalOrder(info, attrs) == n.attrs))
+      bad(fmt::format("node '{}' has unnormalized attributes", n.name));
   }
   if (std::vector<int>(g.inputs().begin(), g.inputs().end()) != inputs)
     bad("the input list does not match the input nodes");

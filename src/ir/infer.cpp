@@ -278,8 +278,8 @@ TensorType inferTranspose(std::span<const TensorType* const> ops, Attrs& attrs) 
   const TensorType& in = operand(ops, 0);
   const auto& perm = attrs.getInts("perm");
   if (perm.size() != in.shape.size())
-    fail(fmt::format("perm={} has {} entries but the operand has rank {}",
-                     attrValueStr(perm), perm.size(), in.shape.size()),
+    fail(fmt::format("perm={} has {} entries but the operand has rank {}", attrValueStr(perm),
+                     perm.size(), in.shape.size()),
          -1, "perm");
   std::vector<int64_t> norm;
   std::vector<bool> seen(perm.size(), false);

@@ -14,7 +14,9 @@ namespace stitch::ir {
 class OpError : public Error {
  public:
   OpError(std::string message, int operand = -1, std::string attr = {})
-      : Error(ErrorCode::InvalidGraph, std::move(message)), operand_(operand), attr_(std::move(attr)) {}
+      : Error(ErrorCode::InvalidGraph, std::move(message)),
+        operand_(operand),
+        attr_(std::move(attr)) {}
   int operand() const { return operand_; }
   const std::string& attr() const { return attr_; }
 

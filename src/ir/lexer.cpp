@@ -1,9 +1,9 @@
 #include "ir/lexer.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "support/error.h"
 
@@ -40,7 +40,8 @@ std::string describe(const Token& t) {
 }
 
 void failAt(std::string_view file, SourcePos pos, std::string_view message) {
-  throwError(ErrorCode::Parse, fmt::format("{}:{}:{}: error: {}", file, pos.line, pos.col, message));
+  throwError(ErrorCode::Parse,
+             fmt::format("{}:{}:{}: error: {}", file, pos.line, pos.col, message));
 }
 
 const Token& Lexer::peek() {
@@ -160,8 +161,8 @@ Token Lexer::lexNumber(size_t start) {
 
   if (special) {
     double inf = std::numeric_limits<double>::infinity();
-    t.value = t.text.back() == 'n' ? std::numeric_limits<double>::quiet_NaN()
-                                   : (negative ? -inf : inf);
+    t.value =
+        t.text.back() == 'n' ? std::numeric_limits<double>::quiet_NaN() : (negative ? -inf : inf);
     return t;
   }
   const char* first = t.text.data();

@@ -32,7 +32,8 @@ size_t editDistance(std::string_view a, std::string_view b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
     std::swap(prev, cur);
   }
   return prev[b.size()];
@@ -59,7 +60,7 @@ std::string unknownOpMessage(const Token& name) {
 
 // One argument of an op call, as written.
 struct Arg {
-  Token tok;                     // the value name, the number literal, or the key of key=value
+  Token tok;  // the value name, the number literal, or the key of key=value
   bool isKey = false;
   AttrValue value;               // key=value: the value
   std::optional<double> number;  // key=NUMBER: the literal's exact double
@@ -139,8 +140,7 @@ std::vector<Graph> Parser::parseModule() {
     if (!t.isIdent("graph")) fail(t.pos, fmt::format("expected 'graph', got {}", describe(t)));
     graphs.push_back(parseGraph());
   }
-  if (graphs.empty())
-    fail(lex_.peek().pos, "no graph in file (expected 'graph NAME(PARAMS) {')");
+  if (graphs.empty()) fail(lex_.peek().pos, "no graph in file (expected 'graph NAME(PARAMS) {')");
   return graphs;
 }
 
@@ -196,8 +196,9 @@ Graph Parser::parseGraph() {
     skipNewlines();
     Token t = lex_.peek();
     if (t.is(Tok::End))
-      fail(t.pos, fmt::format("graph '{}' (line {}) is not closed: expected '}}' before end of file",
-                              gname, kw.pos.line));
+      fail(t.pos,
+           fmt::format("graph '{}' (line {}) is not closed: expected '}}' before end of file",
+                       gname, kw.pos.line));
     if (t.is(Tok::RBrace)) {
       lex_.next();
       if (!returned) fail(t.pos, fmt::format("graph {} has no return", gname));
@@ -246,10 +247,11 @@ TensorType Parser::parseType() {
     skipNewlines();
     Token d = lex_.peek();
     if (d.is(Tok::Number) && d.isInt && d.intValue >= 0) shape.push_back(Dim::of(d.intValue));
-    else if (d.is(Tok::Ident) && !isReservedWord(d.text)) shape.push_back(Dim::sym(std::string(d.text)));
+    else if (d.is(Tok::Ident) && !isReservedWord(d.text))
+      shape.push_back(Dim::sym(std::string(d.text)));
     else if (d.is(Tok::Number) || d.is(Tok::Ident))
-      fail(d.pos, fmt::format("bad dim {}: a dim is a non-negative integer or a symbol",
-                              describe(d)));
+      fail(d.pos,
+           fmt::format("bad dim {}: a dim is a non-negative integer or a symbol", describe(d)));
     else expected("a dim (an integer or a symbol)", d);
     lex_.next();
     if (listContinues(Tok::RBracket, "',' or ']' in the type")) continue;
@@ -296,8 +298,8 @@ void Parser::parseReturn(GraphBuilder& b) {
       continue;
     }
     if (sep.is(Tok::Newline) || sep.is(Tok::End)) break;
-    fail(sep.pos, fmt::format("expected ',' or end of line after '{}', got {}", n.text,
-                              describe(sep)));
+    fail(sep.pos,
+         fmt::format("expected ',' or end of line after '{}', got {}", n.text, describe(sep)));
   }
   try {
     b.setOutputs(std::move(outputs));
@@ -327,8 +329,8 @@ void Parser::parseStatement(GraphBuilder& b) {
       skipNewlines();
       Arg a = parseArg();
       if (!a.isKey && sawKey)
-        fail(a.tok.pos, fmt::format("positional argument {} after key=value arguments",
-                                    describe(a.tok)));
+        fail(a.tok.pos,
+             fmt::format("positional argument {} after key=value arguments", describe(a.tok)));
       sawKey = sawKey || a.isKey;
       args.push_back(std::move(a));
       if (!listContinues(Tok::RParen, "',' or ')'")) break;
@@ -457,13 +459,12 @@ void Parser::build(GraphBuilder& b, const Token& name, const Token& opTok, OpCod
     // The exact double of the literal, rather than the builder's int -> double conversion.
     if (a->number && spec != info.attrs.end() && spec->kind == AttrKind::Float)
       attrs.set(key, *a->number);
-    else
-      attrs.set(key, a->value);
+    else attrs.set(key, a->value);
   }
 
   try {
-    int id = b.addOp(op, std::move(operands), std::move(attrs), std::string(name.text),
-                     toLoc(name.pos));
+    int id =
+        b.addOp(op, std::move(operands), std::move(attrs), std::string(name.text), toLoc(name.pos));
     names_.emplace(std::string(name.text), NameInfo{id, name.pos});
   } catch (const OpError& e) {
     SourcePos at = opTok.pos;

@@ -99,8 +99,8 @@ class Decomposer {
     } else {
       inner = un(OpCode::Erf, binLit(OpCode::Mul, x, 0.7071067811865476));
     }
-    int half = binLit(OpCode::Mul, bin(OpCode::Mul, x, binLit(OpCode::Add, inner, 1.0)), 0.5,
-                      finalName());
+    int half =
+        binLit(OpCode::Mul, bin(OpCode::Mul, x, binLit(OpCode::Add, inner, 1.0)), 0.5, finalName());
     return half;
   }
 

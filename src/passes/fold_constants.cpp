@@ -71,8 +71,8 @@ ir::Graph foldConstants(const ir::Graph& g) {
     std::optional<double> v = evaluateScalar(rw.graph(), mappedNode);
     if (!v) return std::nullopt;
     if (output)
-      return rw.add(OpCode::Full, {}, {{"shape", ir::Shape{}}, {"value", *v}, {"dtype", n.type.dtype}},
-                    n.name);
+      return rw.add(OpCode::Full, {},
+                    {{"shape", ir::Shape{}}, {"value", *v}, {"dtype", n.type.dtype}}, n.name);
     return rw.constant(*v, n.type.dtype);
   });
 }

@@ -42,8 +42,8 @@ ir::Graph foldReshapes(const ir::Graph& g) {
       case ir::OpCode::Slice: {
         const auto& starts = n.attrs.getInts("starts");
         const auto& steps = n.attrs.getInts("steps");
-        bool whole = sameType && std::all_of(starts.begin(), starts.end(),
-                                             [](int64_t s) { return s == 0; }) &&
+        bool whole = sameType &&
+                     std::all_of(starts.begin(), starts.end(), [](int64_t s) { return s == 0; }) &&
                      std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; });
         return whole ? std::optional<int>(x) : std::nullopt;
       }

@@ -12,8 +12,8 @@ ir::Graph runPasses(const ir::Graph& g) {
   constexpr int kMaxRounds = 4;
   ir::Graph cur = decomposeComposites(g);
   for (int round = 0; round < kMaxRounds; ++round) {
-    ir::Graph next = eliminateDeadCode(
-        eliminateCommonSubexpressions(foldConstants(foldReshapes(cur))));
+    ir::Graph next =
+        eliminateDeadCode(eliminateCommonSubexpressions(foldConstants(foldReshapes(cur))));
     bool changed = !(next == cur);
     cur = std::move(next);
     if (!changed) break;

@@ -7,6 +7,8 @@
 // transpose and slice share one obviously-correct index computation.
 #include "reference/interpreter.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,8 +16,6 @@
 #include <map>
 #include <numbers>
 #include <type_traits>
-
-#include <fmt/ranges.h>
 
 #include "ir/signature.h"
 #include "support/error.h"
@@ -43,8 +43,7 @@ Dims contiguousStrides(std::span<const int64_t> shape) {
 }
 
 // For every element of `shape` in row-major order: base + sum_k index[k] * strides[k].
-Dims gatherOffsets(std::span<const int64_t> shape, std::span<const int64_t> strides,
-                   int64_t base) {
+Dims gatherOffsets(std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t base) {
   Dims out(static_cast<size_t>(product(shape)));
   if (out.empty()) return out;
   Dims idx(shape.size(), 0);
@@ -168,8 +167,7 @@ HostTensor binary(const HostTensor& a, const HostTensor& b, const Dims& shape, D
         // Comparisons map floats to a bool (int64 0/1); arithmetic keeps a double.
         if constexpr (std::is_same_v<decltype(v), double>)
           r.floats[static_cast<size_t>(e)] = ir::roundToFloat(v, outT);
-        else
-          r.ints[static_cast<size_t>(e)] = fitInt(v, outT);
+        else r.ints[static_cast<size_t>(e)] = fitInt(v, outT);
       }
     }
   } else {
@@ -256,7 +254,7 @@ HostTensor reduce(const HostTensor& x, const std::vector<int64_t>& axes, const D
   HostTensor r = makeTensor(x.dtype, outShape);
   if (ir::isFloat(x.dtype)) {
     constexpr double inf = std::numeric_limits<double>::infinity();
-    double init = kind == ReduceKind::Prod ? 1.0
+    double init = kind == ReduceKind::Prod  ? 1.0
                   : kind == ReduceKind::Max ? -inf
                   : kind == ReduceKind::Min ? inf
                                             : 0.0;
@@ -281,7 +279,7 @@ HostTensor reduce(const HostTensor& x, const std::vector<int64_t>& axes, const D
     bool i32 = x.dtype == DType::I32;
     int64_t lo = i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
     int64_t hi = i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
-    int64_t init = kind == ReduceKind::Prod ? 1
+    int64_t init = kind == ReduceKind::Prod  ? 1
                    : kind == ReduceKind::Max ? lo
                    : kind == ReduceKind::Min ? hi
                                              : 0;
@@ -454,20 +452,23 @@ class Evaluator {
       case OpCode::Constant: return filled(t, shape, at.getFloat("value"));
 
       case OpCode::Neg:
-        return unary(arg(n, 0), t, [](double x) { return -x; },
-                     [](int64_t x) { return wrapSub(0, x); });
+        return unary(
+            arg(n, 0), t, [](double x) { return -x; }, [](int64_t x) { return wrapSub(0, x); });
       case OpCode::Abs:
-        return unary(arg(n, 0), t, [](double x) { return std::fabs(x); },
-                     [](int64_t x) { return x < 0 ? wrapSub(0, x) : x; });
+        return unary(
+            arg(n, 0), t, [](double x) { return std::fabs(x); },
+            [](int64_t x) { return x < 0 ? wrapSub(0, x) : x; });
       case OpCode::Relu:
-        return unary(arg(n, 0), t, [](double x) { return std::isnan(x) ? x : x > 0.0 ? x : 0.0; },
-                     [](int64_t x) { return std::max<int64_t>(x, 0); });
+        return unary(
+            arg(n, 0), t, [](double x) { return std::isnan(x) ? x
+                                                : x > 0.0     ? x
+                                                              : 0.0; },
+            [](int64_t x) { return std::max<int64_t>(x, 0); });
       case OpCode::Exp: return unaryFloat(arg(n, 0), [](double x) { return std::exp(x); });
       case OpCode::Log: return unaryFloat(arg(n, 0), [](double x) { return std::log(x); });
       case OpCode::Log1p: return unaryFloat(arg(n, 0), [](double x) { return std::log1p(x); });
       case OpCode::Sqrt: return unaryFloat(arg(n, 0), [](double x) { return std::sqrt(x); });
-      case OpCode::Rsqrt:
-        return unaryFloat(arg(n, 0), [](double x) { return 1.0 / std::sqrt(x); });
+      case OpCode::Rsqrt: return unaryFloat(arg(n, 0), [](double x) { return 1.0 / std::sqrt(x); });
       case OpCode::Tanh: return unaryFloat(arg(n, 0), [](double x) { return std::tanh(x); });
       case OpCode::Sigmoid: return unaryFloat(arg(n, 0), sigmoid);
       case OpCode::Erf: return unaryFloat(arg(n, 0), [](double x) { return std::erf(x); });
@@ -480,17 +481,17 @@ class Evaluator {
         return unary(arg(n, 0), t, NoOp{}, [](int64_t x) -> int64_t { return x == 0; });
 
       case OpCode::Add:
-        return binary(arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x + y; },
-                      wrapAdd);
+        return binary(
+            arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x + y; }, wrapAdd);
       case OpCode::Sub:
-        return binary(arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x - y; },
-                      wrapSub);
+        return binary(
+            arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x - y; }, wrapSub);
       case OpCode::Mul:
-        return binary(arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x * y; },
-                      wrapMul);
+        return binary(
+            arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x * y; }, wrapMul);
       case OpCode::Div:
-        return binary(arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x / y; },
-                      truncDiv);
+        return binary(
+            arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return x / y; }, truncDiv);
       case OpCode::Maximum:
         return binary(
             arg(n, 0), arg(n, 1), shape, t,
@@ -502,8 +503,9 @@ class Evaluator {
             [](double x, double y) { return nanOr(x, y, std::min(x, y)); },
             [](int64_t x, int64_t y) { return std::min(x, y); });
       case OpCode::Pow:
-        return binary(arg(n, 0), arg(n, 1), shape, t,
-                      [](double x, double y) { return std::pow(x, y); }, NoOp{});
+        return binary(
+            arg(n, 0), arg(n, 1), shape, t, [](double x, double y) { return std::pow(x, y); },
+            NoOp{});
       case OpCode::Eq:
         return compare(arg(n, 0), arg(n, 1), shape, [](auto x, auto y) { return x == y; });
       case OpCode::Ne:

@@ -44,16 +44,16 @@ class Error : public std::exception {
 }  // namespace stitch
 
 // A user-facing check: `STITCH_CHECK(cond, ErrorCode::X, "fmt {}", args...)`.
-#define STITCH_CHECK(cond, code, ...)                                \
-  do {                                                               \
+#define STITCH_CHECK(cond, code, ...)                                    \
+  do {                                                                   \
     if (!(cond)) ::stitch::throwError((code), fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // An internal invariant; failing it is a bug in Stitch, reported as STITCH_ERROR_INTERNAL.
-#define STITCH_INTERNAL(cond, ...)                                                         \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
-      ::stitch::throwError(::stitch::ErrorCode::Internal,                                  \
+#define STITCH_INTERNAL(cond, ...)                                                        \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      ::stitch::throwError(::stitch::ErrorCode::Internal,                                 \
                            fmt::format("internal error at {}:{}: {}", __FILE__, __LINE__, \
-                                       fmt::format(__VA_ARGS__)));                         \
+                                       fmt::format(__VA_ARGS__)));                        \
   } while (0)

@@ -12,7 +12,7 @@ namespace stitch {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info",    "warn",
+constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
 std::shared_ptr<spdlog::logger> makeLogger() {

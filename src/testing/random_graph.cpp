@@ -43,7 +43,9 @@ class Rng {
   // Uniform in [0, 1), from the top 53 bits: exact, so identical everywhere.
   double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[static_cast<size_t>(below(static_cast<int>(v.size())))]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[static_cast<size_t>(below(static_cast<int>(v.size())))];
+  }
 
  private:
   uint64_t s_;
@@ -217,8 +219,8 @@ class Generator {
       op(rng_.chance(50) ? OpCode::Log : OpCode::Exp, {x});
     } else {
       static const std::vector<OpCode> kSafe = {
-          OpCode::Neg,  OpCode::Abs, OpCode::Relu, OpCode::Tanh,  OpCode::Sigmoid,
-          OpCode::Erf,  OpCode::Sin, OpCode::Cos,  OpCode::Floor, OpCode::Ceil};
+          OpCode::Neg, OpCode::Abs, OpCode::Relu, OpCode::Tanh,  OpCode::Sigmoid,
+          OpCode::Erf, OpCode::Sin, OpCode::Cos,  OpCode::Floor, OpCode::Ceil};
       op(rng_.pick(kSafe), {x});
     }
   }
@@ -235,8 +237,8 @@ class Generator {
   void binaryPattern() {
     int x = pickFloat();
     if (x < 0) return intPattern();
-    static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Sub, OpCode::Mul,
-                                             OpCode::Maximum, OpCode::Minimum};
+    static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Maximum,
+                                             OpCode::Minimum};
     int k = rng_.below(10);
     if (k < 3) {
       // x op literal (a scalar broadcast), either side.
@@ -346,10 +348,8 @@ class Generator {
       if (left_ >= 2) {
         if (opt_.composites && left_ >= 3 && rng_.chance(30) && rank(c) >= 1)
           c = op(rng_.chance(50) ? OpCode::Softmax : OpCode::Silu, {c});
-        else if (rng_.chance(50))
-          c = opLit(OpCode::Mul, c, literal());
-        else
-          c = op(OpCode::Tanh, {c});
+        else if (rng_.chance(50)) c = opLit(OpCode::Mul, c, literal());
+        else c = op(OpCode::Tanh, {c});
       }
       if (left_ >= 1) op(OpCode::Cast, {c}, {{"to", DType::F32}});
     } else {
@@ -425,14 +425,14 @@ class Generator {
       op(rng_.pick(kUn), {x});
     } else if (k < 5) {
       static const std::vector<int> kLits = {2, 3, -1, 5};
-      static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Mul, OpCode::Div,
+      static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Mul,     OpCode::Div,
                                                OpCode::Sub, OpCode::Maximum, OpCode::Minimum};
       OpCode f = rng_.pick(kOps);
       int v = rng_.pick(kLits);
       opLit(f, x, v, rng_.chance(25));
     } else if (k < 8) {
       int y = partnerOf(x);
-      static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Sub, OpCode::Mul,
+      static const std::vector<OpCode> kOps = {OpCode::Add,     OpCode::Sub,     OpCode::Mul,
                                                OpCode::Maximum, OpCode::Minimum, OpCode::Div};
       op(rng_.pick(kOps), {x, y});
     } else {
@@ -556,7 +556,8 @@ class Generator {
   void concatPattern() {
     int x = pickValue([&](int v) {
       return rank(v) >= 1 && maxElements(shape(v)) * 2 <= kMaxElements &&
-             std::any_of(shape(v).begin(), shape(v).end(), [](const Dim& d) { return d.isStatic(); });
+             std::any_of(shape(v).begin(), shape(v).end(),
+                         [](const Dim& d) { return d.isStatic(); });
     });
     if (x < 0 || left_ < 1) return reshapePattern();
     std::vector<int64_t> axes;
@@ -598,7 +599,8 @@ class Generator {
     if (rng_.chance(30)) axis -= rank(x);
     if (k == 0) op(OpCode::Softmax, {x}, {{"axis", axis}});
     else if (k == 1) op(OpCode::LogSoftmax, {x}, {{"axis", axis}});
-    else if (k == 2) op(OpCode::Gelu, {x}, {{"approximate", std::string(rng_.chance(50) ? "none" : "tanh")}});
+    else if (k == 2)
+      op(OpCode::Gelu, {x}, {{"approximate", std::string(rng_.chance(50) ? "none" : "tanh")}});
     else if (k == 3) op(OpCode::Silu, {x});
     else if (left_ >= 3) {
       int64_t a = axis < 0 ? axis + rank(x) : axis;
@@ -650,7 +652,8 @@ std::vector<reference::HostTensor> randomInputs(const ir::Graph& g, const ir::Bi
     t.shape = ir::concretize(n.type.shape, b);
     int64_t count = t.numel();
     for (int64_t e = 0; e < count; ++e) {
-      if (ir::isFloat(t.dtype)) t.floats.push_back(ir::roundToFloat(rng.unit() * 2.0 - 1.0, t.dtype));
+      if (ir::isFloat(t.dtype))
+        t.floats.push_back(ir::roundToFloat(rng.unit() * 2.0 - 1.0, t.dtype));
       else if (ir::isBool(t.dtype)) t.ints.push_back(rng.below(2));
       else t.ints.push_back(rng.range(-8, 8));
     }

@@ -27,11 +27,11 @@
 namespace stitch::testing {
 
 struct RandomGraphOptions {
-  int minOps = 2;           // ops, not counting inputs and constants
+  int minOps = 2;  // ops, not counting inputs and constants
   int maxOps = 10;
-  bool composites = true;   // softmax, log_softmax, layer_norm, rms_norm, gelu, silu
-  bool layout = true;       // reshape, transpose, slice, concat, broadcast_to
-  bool symbolic = false;    // some input dims are symbols N, M (shared between inputs)
+  bool composites = true;  // softmax, log_softmax, layer_norm, rms_norm, gelu, silu
+  bool layout = true;      // reshape, transpose, slice, concat, broadcast_to
+  bool symbolic = false;   // some input dims are symbols N, M (shared between inputs)
 };
 
 // A verified random graph of minOps..maxOps ops, deterministic in seed on every platform. Its

@@ -1,20 +1,19 @@
 /* Compiled as C99 (-std=c99 -pedantic): stitch.h must be a plain C header. Builds, parses, runs
  * and exercises error paths through the C API only; exits non-zero on any failure. */
-#include <stitch/stitch.h>
-
 #include <math.h>
 #include <stdio.h>
+#include <stitch/stitch.h>
 #include <string.h>
 
 static int failures = 0;
 
-#define EXPECT(cond)                                                  \
-  do {                                                                \
-    if (!(cond)) {                                                    \
+#define EXPECT(cond)                                                                      \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              stitch_last_error());                                   \
-      ++failures;                                                     \
-    }                                                                 \
+              stitch_last_error());                                                       \
+      ++failures;                                                                         \
+    }                                                                                     \
   } while (0)
 
 int main(void) {

@@ -32,7 +32,7 @@ TEST(DType, F16RoundsToNearestEven) {
   EXPECT_EQ(roundToFloat(65519.99, DType::F16), 65504.0);
   EXPECT_TRUE(std::isinf(roundToFloat(65520.0, DType::F16)));  // the tie rounds to even = inf
   // Subnormals: spacing 2^-24.
-  EXPECT_EQ(roundToFloat(std::ldexp(1.0, -25), DType::F16), 0.0);               // tie to even 0
+  EXPECT_EQ(roundToFloat(std::ldexp(1.0, -25), DType::F16), 0.0);  // tie to even 0
   EXPECT_EQ(roundToFloat(3 * std::ldexp(1.0, -25), DType::F16), std::ldexp(1.0, -23));
   EXPECT_EQ(roundToFloat(-1.5 * std::ldexp(1.0, -24), DType::F16), -std::ldexp(1.0, -23));
   EXPECT_TRUE(std::isnan(roundToFloat(NAN, DType::F16)));

@@ -38,7 +38,8 @@ TEST_F(Builder, BinaryOpsNeedEqualDTypesAndBroadcastableShapes) {
   int x = in("x", DType::F32, sh({s("N"), d(768)}));
   int g = in("g", DType::F32, sh({d(768)}));
   int h = in("h", DType::F16, sh({d(768)}));
-  EXPECT_EQ(node(b.addOp(OpCode::Mul, {x, g}, {})).type, (TensorType{DType::F32, sh({s("N"), d(768)})}));
+  EXPECT_EQ(node(b.addOp(OpCode::Mul, {x, g}, {})).type,
+            (TensorType{DType::F32, sh({s("N"), d(768)})}));
   EXPECT_EQ(node(b.addOp(OpCode::Lt, {x, g}, {})).type.dtype, DType::Bool);
   try {
     b.addOp(OpCode::Add, {x, h}, {});
@@ -108,9 +109,9 @@ TEST_F(Builder, SliceNormalizesPythonIndices) {
                        {{"starts", std::vector<int64_t>{0, 1}},
                         {"ends", std::vector<int64_t>{10, INT64_MAX}}}),
                OpError);
-  int e = b.addOp(OpCode::Slice, {x},
-                  {{"starts", std::vector<int64_t>{7, 0}},
-                   {"ends", std::vector<int64_t>{3, INT64_MAX}}});
+  int e = b.addOp(
+      OpCode::Slice, {x},
+      {{"starts", std::vector<int64_t>{7, 0}}, {"ends", std::vector<int64_t>{3, INT64_MAX}}});
   EXPECT_EQ(node(e).type.shape, sh({d(0), s("N")}));  // empty, not negative
 }
 
@@ -130,9 +131,9 @@ TEST_F(Builder, SymbolsInShapeListsMustBeBoundByInputs) {
   in("x", DType::F32, sh({s("N")}));
   EXPECT_NO_THROW(b.addOp(OpCode::Iota, {},
                           {{"shape", sh({s("N")})}, {"axis", int64_t{0}}, {"dtype", DType::I32}}));
-  EXPECT_THROW(b.addOp(OpCode::Full, {},
-                       {{"shape", sh({s("M")})}, {"value", 1.0}, {"dtype", DType::F32}}),
-               OpError);
+  EXPECT_THROW(
+      b.addOp(OpCode::Full, {}, {{"shape", sh({s("M")})}, {"value", 1.0}, {"dtype", DType::F32}}),
+      OpError);
 }
 
 TEST_F(Builder, ConstantsMustFitTheirDType) {
@@ -146,7 +147,7 @@ TEST_F(Builder, FailedAddsLeaveTheGraphUnchanged) {
   int x = in("x", DType::F32, sh({d(3)}));
   size_t before = b.graph().nodes().size();
   EXPECT_THROW(b.addOp(OpCode::Transpose, {x}, {{"perm", std::vector<int64_t>{0, 0}}}), OpError);
-  EXPECT_THROW(b.addOp(OpCode::Exp, {x}, {}, "x"), Error);  // duplicate name
+  EXPECT_THROW(b.addOp(OpCode::Exp, {x}, {}, "x"), Error);                   // duplicate name
   EXPECT_THROW(b.addOp(OpCode::Exp, {x}, {{"axis", int64_t{0}}}), OpError);  // no such attribute
   EXPECT_EQ(b.graph().nodes().size(), before);
 }

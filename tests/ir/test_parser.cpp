@@ -65,8 +65,8 @@ std::vector<std::string> opTable() {
 }
 )");
   for (const char* op : {"reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_prod"})
-    t.push_back(std::string("graph r(x: f32[N, 4, 8]) {\n  a = ") + op +
-                "(x)\n  b = " + op + "(x, axes=[-1, 0], keepdims=true)\n  c = " + op +
+    t.push_back(std::string("graph r(x: f32[N, 4, 8]) {\n  a = ") + op + "(x)\n  b = " + op +
+                "(x, axes=[-1, 0], keepdims=true)\n  c = " + op +
                 "(x, keepdims=false, axes=[1])\n  return a, b, c\n}\n");
   t.push_back(R"(graph layout(x: f32[N, 4, 8]) {
   r0 = reshape(x, shape=[N, 32])
@@ -276,9 +276,9 @@ TEST(RoundTrip, LiteralsInBinaryOpsAndSelect) {
   EXPECT_TRUE(std::signbit(literalOf("q", 1).attrs.getFloat("value")));
   // Integer-dtype literals print as integers; special values by name.
   std::string p = printModule(std::vector<Graph>{g});
-  for (const char* s : {"d = mul(n, -3)", "e = maximum(x, -inf)", "f = minimum(inf, x)",
-                        "g = add(x, nan)", "h = div(x, -1e-05)", "m = select(c, n, 2)",
-                        "l = select(c, -1, x)", "q = mul(x, -0)"})
+  for (const char* s :
+       {"d = mul(n, -3)", "e = maximum(x, -inf)", "f = minimum(inf, x)", "g = add(x, nan)",
+        "h = div(x, -1e-05)", "m = select(c, n, 2)", "l = select(c, -1, x)", "q = mul(x, -0)"})
     EXPECT_NE(p.find(s), std::string::npos) << s << "\n" << p;
 }
 

@@ -48,7 +48,8 @@ TEST(Print, ConstantOutputBecomesFull) {
   b.setOutputs({x, c});
   Graph g = std::move(b).finish();
   std::string p = printGraph(g);
-  EXPECT_EQ(p, "graph k(x: f32[4]) {\n  c0 = full(shape=[], value=2.5, dtype=f32)\n  return x, c0\n}\n");
+  EXPECT_EQ(
+      p, "graph k(x: f32[4]) {\n  c0 = full(shape=[], value=2.5, dtype=f32)\n  return x, c0\n}\n");
   const Graph back = parseModule(p, "p")[0];
   const Node& out = back.node(back.outputs()[1]);
   EXPECT_EQ(out.op, OpCode::Full);

@@ -17,8 +17,8 @@ namespace stitch::passes::testing {
 inline ir::Graph parse(std::string_view text) { return ir::parseModule(text, "test.stitch").at(0); }
 
 inline int count(const ir::Graph& g, ir::OpCode op) {
-  return static_cast<int>(
-      std::count_if(g.nodes().begin(), g.nodes().end(), [&](const ir::Node& n) { return n.op == op; }));
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const ir::Node& n) { return n.op == op; }));
 }
 
 inline bool hasComposite(const ir::Graph& g) {

@@ -284,8 +284,9 @@ TEST(Cse, DoubleAttributesCompareByBits) {
   ir::GraphBuilder b("c");
   int x = b.addInput("x", {ir::DType::F32, {ir::Dim::of(4)}});
   auto fullOf = [&](double v, std::string name) {
-    return b.addOp(OpCode::Full, {}, {{"shape", ir::Shape{ir::Dim::of(4)}}, {"value", v},
-                                      {"dtype", ir::DType::F32}}, std::move(name));
+    return b.addOp(OpCode::Full, {},
+                   {{"shape", ir::Shape{ir::Dim::of(4)}}, {"value", v}, {"dtype", ir::DType::F32}},
+                   std::move(name));
   };
   int pz = fullOf(0.0, "pz"), nz = fullOf(-0.0, "nz");
   int n1 = fullOf(std::nan(""), "n1"), n2 = fullOf(std::nan(""), "n2");

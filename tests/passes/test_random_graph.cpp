@@ -49,7 +49,8 @@ TEST(RandomGraph, VerifiesAndRoundTrips) {
     std::vector<ir::Graph> back;
     ASSERT_NO_THROW(back = ir::parseModule(text, "random.stitch")) << text;
     ASSERT_EQ(back.size(), 1u);
-    EXPECT_TRUE(back[0] == g) << "seed " << seed << "\n" << text << "\nreads back as\n"
+    EXPECT_TRUE(back[0] == g) << "seed " << seed << "\n"
+                              << text << "\nreads back as\n"
                               << ir::printGraph(back[0]);
     for (const ir::Node& n : g.nodes()) {
       if (o.composites) break;
@@ -105,8 +106,8 @@ TEST(RandomGraph, CoversEveryOpAndReductionKind) {
   for (std::string kind : {"row", "column", "middle", "all"})
     for (std::string keep : {"/keep", "/drop"})
       EXPECT_GT(reductions[kind + keep], 0) << "never generated: " << kind << keep << " reduction";
-  for (ir::DType t : {ir::DType::F32, ir::DType::F16, ir::DType::BF16, ir::DType::I32,
-                      ir::DType::Bool})
+  for (ir::DType t :
+       {ir::DType::F32, ir::DType::F16, ir::DType::BF16, ir::DType::I32, ir::DType::Bool})
     EXPECT_TRUE(dtypes.count(t)) << ir::dtypeName(t);
   EXPECT_GT(symbolic, 100);
   EXPECT_GT(multiOutput, 100);

@@ -95,8 +95,7 @@ inline ir::TensorType ty(std::string_view s) {
     d.erase(0, d.find_first_not_of(' '));
     if (std::isdigit(static_cast<unsigned char>(d[0])) || d[0] == '-')
       t.shape.push_back(ir::Dim::of(std::stoll(d)));
-    else
-      t.shape.push_back(ir::Dim::sym(d));
+    else t.shape.push_back(ir::Dim::sym(d));
     dims = comma == std::string_view::npos ? std::string_view{} : dims.substr(comma + 1);
   }
   return t;

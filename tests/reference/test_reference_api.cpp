@@ -1,7 +1,6 @@
 // The interpreter's interface: misuse errors, evaluateNodes, and encode/decode.
 #include <gtest/gtest.h>
 
-
 #include "ref_helpers.h"
 #include "support/error.h"
 
