@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/design_layer_norm.h"
 #include "fusion/explain.h"
 #include "ir/parser.h"
 
@@ -194,20 +195,7 @@ TEST(JsonParserSelfCheck, RejectsWhatJsonRejects) {
 // ---------------------------------------------------------------------------------------------
 // The plan under test.
 
-constexpr const char* kLayerNorm = R"(
-graph layer_norm(x: f32[N, 768], gamma: f32[768], beta: f32[768]) {
-  mean = reduce_mean(x, axes=[1], keepdims=true)
-  xc   = sub(x, mean)
-  sq   = mul(xc, xc)
-  var  = reduce_mean(sq, axes=[-1], keepdims=true)
-  ve   = add(var, 1e-5)
-  rstd = rsqrt(ve)
-  xn   = mul(xc, rstd)
-  y0   = mul(xn, gamma)
-  y    = add(y0, beta)
-  return y
-}
-)";
+constexpr const char* kLayerNorm = stitch::testdata::kDesignLayerNorm;
 
 // A reason with every character that needs escaping somewhere.
 constexpr const char* kOddReason = "basic mode: \"reduce ends a kernel\"\\ and\tso on\nline two";

@@ -7,6 +7,7 @@
 #include <regex>
 #include <string>
 
+#include "common/design_layer_norm.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -304,20 +305,7 @@ TEST(ParseErrors, MessageIsOneLine) {
 namespace {
 
 const char* kSeeds[] = {
-    R"(# Layer normalization over the last axis.
-graph layer_norm(x: f32[N, 768], gamma: f32[768], beta: f32[768]) {
-  mean = reduce_mean(x, axes=[1], keepdims=true)
-  xc   = sub(x, mean)
-  sq   = mul(xc, xc)
-  var  = reduce_mean(sq, axes=[-1], keepdims=true)
-  ve   = add(var, 1e-5)
-  rstd = rsqrt(ve)
-  xn   = mul(xc, rstd)
-  y0   = mul(xn, gamma)
-  y    = add(y0, beta)
-  return y
-}
-)",
+    stitch::testdata::kDesignLayerNorm,
     R"(graph a(x: f16[B, S, 64], c: bool[S], n: i32[4]) {
   r = reshape(x, shape=[B, S, 8, -1])
   t = transpose(r, perm=[0, 2, 1, 3])

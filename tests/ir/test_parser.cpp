@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/design_layer_norm.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -110,20 +111,7 @@ std::vector<std::string> opTable() {
   return t;
 }
 
-const char* kLayerNorm = R"(# Layer normalization over the last axis.
-graph layer_norm(x: f32[N, 768], gamma: f32[768], beta: f32[768]) {
-  mean = reduce_mean(x, axes=[1], keepdims=true)
-  xc   = sub(x, mean)
-  sq   = mul(xc, xc)
-  var  = reduce_mean(sq, axes=[-1], keepdims=true)
-  ve   = add(var, 1e-5)
-  rstd = rsqrt(ve)
-  xn   = mul(xc, rstd)
-  y0   = mul(xn, gamma)
-  y    = add(y0, beta)
-  return y
-}
-)";
+const char* kLayerNorm = stitch::testdata::kDesignLayerNorm;
 
 }  // namespace
 
