@@ -32,14 +32,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import math
 import os
 import platform
-import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,8 +45,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GRAPH_DIR = HERE / "graphs"
+DRIVER = Path(__file__).resolve()
 
-DTYPE_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "bool": 1}
+sys.path.insert(0, str(HERE.parent))
+from common import (DTYPE_BYTES, caller_path, check_signature, fmt_ms, fmt_s, fmt_x,  # noqa: E402
+                    geomean, log, machine_info, med, peer_main, run_peer, stitch_backend_available,
+                    stitch_run, stitch_version, torch_adam_step, with_shapes)
 
 
 @dataclass
@@ -108,18 +108,12 @@ GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 def torch_fns(torch):
     F = torch.nn.functional
 
-    def adam(p, g, m, v):
-        mn = m * 0.9 + g * 0.1
-        vn = v.abs() * 0.999 + (g * g) * 0.001
-        upd = (mn / 0.6513215599) / ((vn / 0.0099551198).sqrt() + 1e-8)
-        return p - upd * 0.001, mn, vn
-
     return {
         "layer_norm": lambda x, gamma, beta: F.layer_norm(x, (x.shape[-1],), gamma, beta, 1e-5),
         "rms_norm": lambda x, gamma: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma,
         "softmax": lambda x: torch.softmax(x, -1),
         "bias_gelu_residual": lambda h, bias, residual: F.gelu(h + bias) + residual,
-        "adam_step": adam,
+        "adam_step": torch_adam_step,
         "attention_softmax": lambda scores, mask_bias: torch.softmax(scores * 0.125 + mask_bias, -1),
     }
 
@@ -272,133 +266,29 @@ def peer_copy(job: dict) -> dict:
 PEERS = {"torch": peer_torch, "jax": peer_jax, "copy": peer_copy}
 
 
-def run_peer(name: str, python: str, job: dict, tmp: Path, notes: list[str]) -> dict | None:
-    jf, rf = tmp / f"{name}.job.json", tmp / f"{name}.result.json"
-    jf.write_text(json.dumps(job))
-    cmd = [python, str(Path(__file__).resolve()), "--peer", name, "--job", str(jf), "--result", str(rf)]
-    log(f"peer {name}: {python}")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0 or not rf.exists():
-        tail = "\n".join(p.stdout.strip().splitlines()[-3:])
-        notes.append(f"{name} peer failed (exit {p.returncode}): {tail}")
-        log(p.stdout[-3000:])
-        return None
-    return json.loads(rf.read_text())
-
-
 # ------------------------------------------------------------------------------------------------
 # Stitch
 # ------------------------------------------------------------------------------------------------
 
-TIME_RE = re.compile(r"time: median ([0-9.eE+-]+) ms, min ([0-9.eE+-]+) ms over (\d+) runs")
-SIG_RE = re.compile(r"(\w+)\s*:\s*(\w+)\[([^\]]*)\]")
+
+def stitch_env(fusion: str, cache_dir: Path, threads: int) -> dict[str, str]:
+    return {"STITCH_FUSION": fusion, "STITCH_CACHE_DIR": str(cache_dir), "STITCH_NUM_THREADS": str(threads)}
 
 
-def graph_header(text: str, name: str) -> re.Match:
-    m = re.search(r"graph\s+" + re.escape(name) + r"\s*\(([^)]*)\)", text)
-    if not m:
-        raise SystemExit(f"bench: no graph {name} in its file")
-    return m
-
-
-def check_and_prepare_graph(g: Graph, smoke: bool, tmp: Path) -> Path:
+def prepare_graph(g: Graph, smoke: bool, tmp: Path) -> Path:
     """Checks the file's signature against the spec; for --smoke writes a copy with tiny shapes."""
     path = GRAPH_DIR / g.file
-    text = path.read_text()
-    hdr = graph_header(text, g.name)
-    sig = {n: (dt, [int(d) for d in dims.split(",")]) for n, dt, dims in SIG_RE.findall(hdr.group(1))}
-    want = {n: (g.dtype, s) for n, s in g.inputs.items()}
-    if sig != want:
-        raise SystemExit(f"bench: {path} signature {sig} differs from run.py's {want}")
+    check_signature(path, g.name, {n: (g.dtype, s) for n, s in g.inputs.items()})
     if not smoke:
         return path
-    args = ", ".join(f"{n}: {g.dtype}[{', '.join(map(str, s))}]" for n, s in g.smoke.items())
     out = tmp / g.file
-    out.write_text(text[: hdr.start(1)] + args + text[hdr.end(1):])
+    out.write_text(with_shapes(path.read_text(), g.name, {n: (g.dtype, s) for n, s in g.smoke.items()}))
     return out
-
-
-@dataclass
-class StitchRun:
-    median_ms: float | None = None
-    wall_s: float | None = None
-    error: str | None = None
-
-
-def stitch_run(stitch: str, file: Path, graph: str, backend: str, iters: int, fusion: str,
-               cache_dir: Path, threads: int) -> StitchRun:
-    env = dict(os.environ, STITCH_FUSION=fusion, STITCH_CACHE_DIR=str(cache_dir),
-               STITCH_NUM_THREADS=str(threads))
-    cmd = [stitch, "run", str(file), "--graph", graph, "--backend", backend, "--iters", str(iters)]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        last = p.stdout.strip().splitlines()[-1:] or [""]
-        return StitchRun(error=f"exit {p.returncode}: {last[0][:160]}")
-    m = TIME_RE.search(p.stdout)
-    if not m:
-        return StitchRun(error="no timing line in the output")
-    return StitchRun(median_ms=float(m.group(1)), wall_s=wall)
-
-
-def stitch_backend_available(stitch: str, backend: str, tmp: Path) -> tuple[bool, str]:
-    probe = tmp / "probe.stitch"
-    probe.write_text("graph probe(x: f32[4]) {\n  y = add(x, 1)\n  return y\n}\n")
-    p = subprocess.run([stitch, "run", str(probe), "--backend", backend], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-    return p.returncode == 0, (p.stdout.strip().splitlines() or [""])[-1]
 
 
 # ------------------------------------------------------------------------------------------------
 # Report
 # ------------------------------------------------------------------------------------------------
-
-
-def log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-def med(ts) -> float | None:
-    return statistics.median(ts) if ts else None
-
-
-def geomean(xs) -> float | None:
-    xs = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def fmt_ms(x):
-    return "n/a" if x is None else (f"{x:.3g}" if x < 100 else f"{x:.0f}")
-
-
-def fmt_x(x):
-    return "n/a" if x is None else f"{x:.2f}x"
-
-
-def fmt_s(x):
-    return "n/a" if x is None else (f"{x * 1e3:.0f} ms" if x < 10 else f"{x:.1f} s")
-
-
-def machine_info() -> dict:
-    info = {"model": platform.processor() or "?", "cores": os.cpu_count(), "mem_gib": None,
-            "load": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
-    try:
-        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
-        kv = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        kv = {k.strip(): v.strip() for k, v in kv.items()}
-        info["model"] = kv.get("Model name", info["model"])
-        info["cores"] = kv.get("CPU(s)", info["cores"])
-        info["threads_per_core"] = kv.get("Thread(s) per core")
-    except OSError:
-        pass
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                info["mem_gib"] = int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return info
 
 
 CONTENDERS = [("fused", "Stitch fused"), ("off", "Stitch off"), ("eager", "PyTorch eager"),
@@ -570,13 +460,10 @@ def main() -> int:
     a = ap.parse_args()
 
     if a.peer:
-        res = PEERS[a.peer](json.loads(a.job.read_text()))
-        a.result.write_text(json.dumps(res))
-        return 0
+        return peer_main(PEERS, a.peer, a.job, a.result)
 
-    cwd = Path(os.environ.get("STITCH_BENCH_CWD", "."))
-    a.out = cwd / a.out if a.out else None
-    a.chart = cwd / a.chart if a.chart else None
+    a.out = caller_path(a.out)
+    a.chart = caller_path(a.chart)
     a.iters = a.iters or (3 if a.smoke else 20)
     a.warmup = a.warmup or (1 if a.smoke else 3)
     graphs = [GRAPH_BY_NAME[n] for n in a.graphs.split(",")] if a.graphs else GRAPHS
@@ -597,8 +484,7 @@ def main() -> int:
     if not stitch_ok:
         notes.append(f"Stitch not run: {a.stitch} does not exist (build it: cmake --build --preset release --target stitch_cli)")
     else:
-        v = subprocess.run([a.stitch, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
-        versions["Stitch"] = v.replace("stitch ", "")
+        versions["Stitch"] = stitch_version(a.stitch)
         ok, why = stitch_backend_available(a.stitch, backend, tmp)
         if not ok and a.smoke and backend != "reference":
             notes.append(f"Stitch backend `{backend}` unavailable ({why}); smoke run uses `reference` "
@@ -615,7 +501,7 @@ def main() -> int:
 
     # 1. Copy bandwidth (torch if the torch interpreter has it, numpy always).
     copy = None
-    cres = run_peer("copy", a.torch_python, job, tmp, notes)
+    cres = run_peer(DRIVER, "copy", a.torch_python, job, tmp, notes)
     if cres:
         allbw = {"numpy copyto, 1 thread": 2 * cres["bytes"] / (med(cres["numpy_1thread_ms"]) * 1e-3) / 1e9}
         if "torch_all_threads_ms" in cres:
@@ -624,7 +510,7 @@ def main() -> int:
         copy = {"bytes": cres["bytes"], "all": allbw, "gbps": max(allbw.values())}
 
     # 2. Peers.
-    tres = run_peer("torch", a.torch_python, job, tmp, notes)
+    tres = run_peer(DRIVER, "torch", a.torch_python, job, tmp, notes)
     if tres:
         versions["PyTorch"] = tres["version"]
         if "compile_note" in tres:
@@ -633,7 +519,7 @@ def main() -> int:
             notes.append("torch.compile skipped (--no-compile)")
         else:
             versions["torch.compile"] = f"Inductor, C++ backend ({tres.get('inductor_cpp_compiler', '?')})"
-    jres = run_peer("jax", sys.executable, job, tmp, notes)
+    jres = run_peer(DRIVER, "jax", sys.executable, job, tmp, notes)
     if jres:
         versions["JAX"] = f"{jres['version']} (jaxlib {jres['jaxlib']}, {', '.join(jres['devices'])})"
     try:
@@ -645,18 +531,18 @@ def main() -> int:
     # 3. Stitch, per graph; then the tables' figures.
     rows = []
     for g in graphs:
-        file = check_and_prepare_graph(g, a.smoke, tmp)
+        file = prepare_graph(g, a.smoke, tmp)
         row = {"name": g.name, "form": g.form, "bytes": g.ideal_bytes(a.smoke), "ms": {}, "compile": {}}
         if stitch_ok:
             log(f"stitch {g.name}")
             for key, fusion in (("fused", "stitch"), ("off", "off")):
                 cache = Path(tempfile.mkdtemp(dir=tmp, prefix=f"cache-{key}-"))
-                r = stitch_run(a.stitch, file, g.name, backend, a.iters, fusion, cache, a.threads)
+                r = stitch_run(a.stitch, file, g.name, backend, a.iters, stitch_env(fusion, cache, a.threads))
                 if r.error:
                     notes.append(f"{g.name}: Stitch {key} failed: {r.error}")
                 row["ms"][key] = r.median_ms
             cache = Path(tempfile.mkdtemp(dir=tmp, prefix="cache-cold-"))
-            cold = stitch_run(a.stitch, file, g.name, backend, 1, "stitch", cache, a.threads)
+            cold = stitch_run(a.stitch, file, g.name, backend, 1, stitch_env("stitch", cache, a.threads))
             nfiles = sum(1 for p in cache.rglob("*") if p.is_file())
             row["compile"]["cache_files"] = nfiles
             if cold.error is None:
@@ -666,7 +552,7 @@ def main() -> int:
                         notes.append("Stitch warm-cache column n/a: the cold run wrote nothing to "
                                      "STITCH_CACHE_DIR (no disk cache in this build)")
                 else:
-                    warm = stitch_run(a.stitch, file, g.name, backend, 1, "stitch", cache, a.threads)
+                    warm = stitch_run(a.stitch, file, g.name, backend, 1, stitch_env("stitch", cache, a.threads))
                     if warm.error is None:
                         row["compile"]["warm"] = warm.wall_s
                         row["compile"]["saved"] = cold.wall_s - warm.wall_s

@@ -1,0 +1,264 @@
+"""Pieces the CPU and GPU benchmark drivers (bench/cpu/run.py, bench/gpu/run.py) share.
+
+Both drivers do the same things around different contenders: run `stitch run FILE --iters K`
+and parse what it prints, check a graph file's signature against the driver's table (and
+rewrite it with tiny shapes for --smoke), start peers (PyTorch, JAX, copy) as subprocesses of
+the driver script speaking JSON files, and format numbers for Markdown. This module holds those
+and nothing device-specific; it needs only the standard library, so a driver's main process
+never imports numpy or torch (the peers do, in their own interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DTYPE_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "bool": 1}
+
+# ------------------------------------------------------------------------------------------------
+# Numbers and formatting
+# ------------------------------------------------------------------------------------------------
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def med(ts) -> float | None:
+    return statistics.median(ts) if ts else None
+
+
+def geomean(xs) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt_ms(x):
+    return "n/a" if x is None else (f"{x:.3g}" if x < 100 else f"{x:.0f}")
+
+
+def fmt_x(x):
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def fmt_s(x):
+    return "n/a" if x is None else (f"{x * 1e3:.0f} ms" if x < 10 else f"{x:.1f} s")
+
+
+def caller_path(p: Path | None) -> Path | None:
+    """A path the user gave, relative to where they ran the wrapper script (which cds to the
+    repository root and exports its old directory as STITCH_BENCH_CWD)."""
+    if p is None:
+        return None
+    return Path(os.environ.get("STITCH_BENCH_CWD", ".")) / p
+
+
+def machine_info() -> dict:
+    """The host: CPU model, logical CPUs, memory, load average (other work skews every column)."""
+    info = {"model": platform.processor() or "?", "cores": os.cpu_count(), "mem_gib": None,
+            "load": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
+    try:
+        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
+        kv = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        kv = {k.strip(): v.strip() for k, v in kv.items()}
+        info["model"] = kv.get("Model name", info["model"])
+        info["cores"] = kv.get("CPU(s)", info["cores"])
+        info["threads_per_core"] = kv.get("Thread(s) per core")
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["mem_gib"] = int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return info
+
+
+# ------------------------------------------------------------------------------------------------
+# The same math in PyTorch, where both drivers' graphs agree
+# ------------------------------------------------------------------------------------------------
+
+
+def torch_adam_step(p, g, m, v):
+    """adam_step.stitch (bench/cpu/graphs and bench/gpu/graphs): one Adam step, step t = 10, as
+    PyTorch tensor ops, one per primitive of the graph (constants: 1 - 0.9^10 and 1 - 0.999^10).
+    Takes torch tensors; this module itself never imports torch."""
+    mn = m * 0.9 + g * 0.1
+    vn = v.abs() * 0.999 + (g * g) * 0.001
+    upd = (mn / 0.6513215599) / ((vn / 0.0099551198).sqrt() + 1e-8)
+    return p - upd * 0.001, mn, vn
+
+
+# ------------------------------------------------------------------------------------------------
+# Graph files
+# ------------------------------------------------------------------------------------------------
+
+SIG_RE = re.compile(r"(\w+)\s*:\s*(\w+)\[([^\]]*)\]")
+
+
+def graph_header(text: str, name: str) -> re.Match:
+    """The `graph NAME(...)` header; group 1 is the parameter list."""
+    m = re.search(r"graph\s+" + re.escape(name) + r"\s*\(([^)]*)\)", text)
+    if not m:
+        raise SystemExit(f"bench: no graph {name} in its file")
+    return m
+
+
+def graph_signature(text: str, name: str) -> dict[str, tuple[str, list[int]]]:
+    """{input: (dtype, dims)} of graph `name` (static shapes: every dim an integer)."""
+    hdr = graph_header(text, name)
+    return {n: (dt, [int(d) for d in dims.split(",")] if dims.strip() else [])
+            for n, dt, dims in SIG_RE.findall(hdr.group(1))}
+
+
+def check_signature(path: Path, name: str, want: dict[str, tuple[str, list[int]]]) -> None:
+    """Stops the run when the file and the driver's table disagree: the peers would then compute
+    on other shapes than Stitch and every ratio would be wrong."""
+    sig = graph_signature(path.read_text(), name)
+    if sig != want:
+        raise SystemExit(f"bench: {path} graph {name}: signature {sig} differs from the driver's {want}")
+
+
+def with_shapes(text: str, name: str, inputs: dict[str, tuple[str, list[int]]]) -> str:
+    """`text` with graph `name`'s parameter list replaced (how --smoke gets tiny shapes)."""
+    hdr = graph_header(text, name)
+    args = ", ".join(f"{n}: {dt}[{', '.join(map(str, s))}]" for n, (dt, s) in inputs.items())
+    return text[: hdr.start(1)] + args + text[hdr.end(1):]
+
+
+# ------------------------------------------------------------------------------------------------
+# The stitch command line
+# ------------------------------------------------------------------------------------------------
+
+TIME_RE = re.compile(r"time: median ([0-9.eE+-]+) ms, min ([0-9.eE+-]+) ms over (\d+) runs")
+FIRST_RE = re.compile(r"first run: ([0-9.eE+-]+) ms \((\d+) kernels compiled, (\d+) loaded")
+# One output's summary line: "  y: f32[4, 8]  min -1.2  max 3.4  mean 0.01  [0.1, 0.2, ...]".
+OUT_RE = re.compile(r"^\s+(\w+): (\w+)\[([^\]]*)\]\s+min (\S+)\s+max (\S+)\s+mean (\S+)"
+                    r"(?:\s+nan (\d+))?\s+\[([^\]]*)\]", re.M)
+
+
+@dataclass
+class StitchRun:
+    median_ms: float | None = None
+    min_ms: float | None = None
+    runs: int | None = None
+    first_ms: float | None = None        # the untimed first run: plan, codegen, compile, run
+    kernels_compiled: int | None = None  # in that first run (0 when all came from the disk cache)
+    wall_s: float | None = None          # the whole process
+    outputs: list[dict] = field(default_factory=list)  # parsed summaries, in output order
+    error: str | None = None
+
+
+def parse_summaries(text: str) -> list[dict]:
+    """The per-output summaries `stitch run` prints (min, max, mean over non-NaN values, NaN
+    count, first values), so a driver can compare them with a peer's on the same inputs."""
+    outs = []
+    for name, dtype, dims, lo, hi, mean, nans, first in OUT_RE.findall(text):
+        vals = [float(v) for v in first.split(",") if v.strip() not in ("", "...")]
+        outs.append({"name": name, "dtype": dtype, "shape": [int(d) for d in dims.split(",") if d.strip()],
+                     "min": float(lo), "max": float(hi), "mean": float(mean), "nan": int(nans or 0),
+                     "first": vals})
+    return outs
+
+
+def stitch_run(stitch: str, file: Path, graph: str, backend: str, iters: int, env: dict[str, str],
+               seed: int = 0, timeout_s: float | None = None) -> StitchRun:
+    """`stitch run FILE --graph G --backend B --iters K --seed S` with extra environment `env`."""
+    cmd = [stitch, "run", str(file), "--graph", graph, "--backend", backend, "--iters", str(iters),
+           "--seed", str(seed)]
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return StitchRun(error=f"stopped after {timeout_s:.0f} s")
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        last = p.stdout.strip().splitlines()[-1:] or [""]
+        return StitchRun(error=f"exit {p.returncode}: {last[0][:200]}")
+    m = TIME_RE.search(p.stdout)
+    if not m:
+        return StitchRun(error="no timing line in the output")
+    r = StitchRun(median_ms=float(m.group(1)), min_ms=float(m.group(2)), runs=int(m.group(3)),
+                  wall_s=wall, outputs=parse_summaries(p.stdout))
+    f = FIRST_RE.search(p.stdout)
+    if f:
+        r.first_ms, r.kernels_compiled = float(f.group(1)), int(f.group(2))
+    return r
+
+
+def stitch_backend_available(stitch: str, backend: str, tmp: Path) -> tuple[bool, str]:
+    """Runs a one-op graph on `backend`; (ok, the last line printed)."""
+    probe = tmp / "probe.stitch"
+    probe.write_text("graph probe(x: f32[4]) {\n  y = add(x, 1)\n  return y\n}\n")
+    p = subprocess.run([stitch, "run", str(probe), "--backend", backend], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    return p.returncode == 0, (p.stdout.strip().splitlines() or [""])[-1]
+
+
+def stitch_version(stitch: str) -> str:
+    out = subprocess.run([stitch, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    return out.replace("stitch ", "")
+
+
+# ------------------------------------------------------------------------------------------------
+# Peers: `DRIVER --peer NAME --job JOB.json --result OUT.json` in a subprocess
+# ------------------------------------------------------------------------------------------------
+
+
+def run_peer(driver: Path, name: str, python: str, job: dict, tmp: Path, notes: list[str],
+             timeout_s: float | None = None) -> dict | None:
+    """Runs peer `name` of `driver` under `python`; its result, or None (with a note) on failure.
+
+    A subprocess per peer: another interpreter can run it, and one peer's allocator, thread
+    pools or CUDA context never disturb another's measurements. A peer may save what it has so
+    far with save_partial(); when it then fails or runs past timeout_s, that part is returned
+    (with a note), so one slow or broken case does not lose the others."""
+    jf, rf = tmp / f"{name}.job.json", tmp / f"{name}.result.json"
+    rf.unlink(missing_ok=True)
+    jf.write_text(json.dumps(dict(job, _result=str(rf))))
+    cmd = [python, str(driver), "--peer", name, "--job", str(jf), "--result", str(rf)]
+    log(f"peer {name}: {python}")
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout_s)
+        rc, out = p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, out = None, out + f"\n(stopped after {timeout_s:.0f} s)"
+    if rc == 0 and rf.exists():
+        return json.loads(rf.read_text())
+    tail = " / ".join(out.strip().splitlines()[-3:])
+    why = f"exit {rc}" if rc is not None else f"stopped after {timeout_s:.0f} s (--peer-timeout)"
+    log(out[-3000:])
+    if rf.exists():
+        notes.append(f"{name} peer failed ({why}); its results up to then are used: {tail}")
+        return json.loads(rf.read_text())
+    notes.append(f"{name} peer failed ({why}): {tail}")
+    return None
+
+
+def save_partial(job: dict, res: dict) -> None:
+    """A peer's results so far, written where run_peer looks (atomically: a peer killed
+    mid-write leaves the previous complete file)."""
+    path = Path(job["_result"])
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(res))
+    tmp.replace(path)
+
+
+def peer_main(peers: dict, name: str, job: Path, result: Path) -> int:
+    """The subprocess side of run_peer."""
+    res = peers[name](json.loads(job.read_text()))
+    result.write_text(json.dumps(res))
+    return 0
