@@ -601,11 +601,14 @@ def main() -> int:
     for d in a.dtypes:
         if d not in DTYPES:
             raise SystemExit(f"bench: unknown dtype {d} (have {', '.join(DTYPES)})")
-    graphs = [GRAPH_BY_NAME[n] for n in a.graphs.split(",")] if a.graphs else GRAPHS
+    unknown = [n for n in (a.graphs or "").split(",") if n and n not in GRAPH_BY_NAME]
+    if unknown:
+        raise SystemExit(f"bench: unknown graph {', '.join(unknown)} (have {', '.join(GRAPH_BY_NAME)})")
+    graphs = [GRAPH_BY_NAME[n] for n in a.graphs.split(",") if n] if a.graphs else GRAPHS
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="stitch-gpubench-"))
     command = os.environ.get("STITCH_BENCH_COMMAND") or " ".join(
-        ["python3 bench/gpu/run.py"] + [x for x in sys.argv[1:]])
+        ["python3 bench/gpu/run.py"] + sys.argv[1:])
     minfo = machine_info()
     versions = {"Python (driver)": platform.python_version()}
 
