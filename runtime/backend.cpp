@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include "runtime/gpu/gpu_kernels.h"
+
 #include <array>
 
 #include "support/env.h"
@@ -33,13 +35,9 @@ bool backendAvailable(Backend b, std::string* why) {
       if (why) *why = "this build of Stitch has no LLVM (configured with STITCH_ENABLE_LLVM=OFF)";
       return false;
 #endif
-    // The GPU code generators are not part of this version yet.
+    // A GPU backend needs its device (driver library + a device) and its run-time compiler.
     case Backend::Cuda:
-      if (why) *why = "the cuda backend is not built into this version of Stitch";
-      return false;
-    case Backend::Hip:
-      if (why) *why = "the hip backend is not built into this version of Stitch";
-      return false;
+    case Backend::Hip: return gpu::GpuRuntime::get(b, why) != nullptr;
   }
   return false;
 }

@@ -3,6 +3,7 @@
 //
 //   stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S] [--iters K]
 //   stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--format F]
+//   stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--emit E]
 //   stitch demo [--backend B] [--iters K]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
@@ -10,7 +11,9 @@
 //
 // Decisions where DESIGN.md is silent: without --graph, `run` runs every graph of the file in
 // order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
-// example runs as written; --dim for a symbol that no selected graph has is an error.
+// example runs as written; --dim for a symbol that no selected graph has is an error. On a GPU
+// backend `run` stages the seeded host inputs in device memory, and --iters times batches of up
+// to 10 back-to-back runs, each ended by one synchronize (see runGraph).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,6 +65,8 @@ const char* kUsage =
     "                       [--iters K]\n"
     "       stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
     "                        [--fusion stitch|basic|off] [--format text|dot|json]\n"
+    "       stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
+    "                           [--fusion stitch|basic|off] [--emit report|source]\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
@@ -71,7 +76,7 @@ struct Options {
   std::string graph;
   std::map<std::string, int64_t> dims;
   std::optional<std::string> backend;
-  std::map<std::string, std::string> planOptions;  // target, fusion, format
+  std::map<std::string, std::string> planOptions;  // target, fusion, format, emit
   bool check = false;
   uint64_t seed = 0;
   int iters = 0;
@@ -97,7 +102,7 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
     if (a == "--graph") o.graph = value();
     else if (a == "--backend") o.backend = value();
     else if (a == "--check") o.check = true;
-    else if (a == "--target" || a == "--fusion" || a == "--format")
+    else if (a == "--target" || a == "--fusion" || a == "--format" || a == "--emit")
       o.planOptions[a.substr(2)] = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parseInt(value(), "--seed", 0));
     else if (a == "--iters") o.iters = static_cast<int>(parseInt(value(), "--iters", 1));
@@ -129,6 +134,7 @@ Engine makeEngine(const std::optional<std::string>& backend) {
 struct RunResult {
   std::vector<HostTensor> outputs;
   std::vector<double> timesMs;
+  std::vector<double> callMs;  // the run call alone: host time until the work is queued
   double firstMs = 0;     // the first run: planning, kernels made, one run
   uint64_t compiled = 0;  // kernels compiled by the first run
   uint64_t fromDisk = 0;  // kernels the first run loaded from the disk cache
@@ -160,40 +166,84 @@ std::vector<HostTensor> makeInputs(const Graph& g, const std::map<std::string, i
   return inputs;
 }
 
+// Host tensors mirrored on the engine's device (no copies on the host backends, whose device
+// memory is the host tensors themselves).
+struct Staged {
+  std::vector<DeviceBuffer> buffers;
+  std::vector<DLTensor> views;
+};
+
+Staged stage(const Engine& engine, std::vector<HostTensor>& tensors, bool copyIn) {
+  Staged s;
+  DLDevice dev = engine.device();
+  for (HostTensor& t : tensors) {
+    DLTensor v = t.view();
+    if (dev.device_type != kDLCPU) {
+      s.buffers.emplace_back(engine, t.bytes.size());
+      if (copyIn)
+        engine.copy(s.buffers.back().get(), t.bytes.data(), t.bytes.size(),
+                    STITCH_COPY_HOST_TO_DEVICE);
+      v.data = s.buffers.back().get();
+      v.device = dev;
+    }
+    s.views.push_back(v);
+  }
+  return s;
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>& inputs,
                    int iters) {
   Program p = engine.compile(g);
-  std::vector<DLTensor> in;
-  for (HostTensor& t : inputs) in.push_back(t.view());
+  Staged in = stage(engine, inputs, /*copyIn=*/true);
   RunResult r;
   for (size_t i = 0; i < p.numOutputs(); ++i)
-    r.outputs.emplace_back(g.output(i).dtype, p.outputShape(in, i));
-  std::vector<DLTensor> out;
-  for (HostTensor& t : r.outputs) out.push_back(t.view());
+    r.outputs.emplace_back(g.output(i).dtype, p.outputShape(in.views, i));
+  Staged out = stage(engine, r.outputs, /*copyIn=*/false);
   // The first run also plans the signature and makes its kernels: timed apart, not in --iters.
   stitch_cache_stats_t before = engine.cacheStats();
   auto f0 = std::chrono::steady_clock::now();
-  p.run(in, out);
-  r.firstMs =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0).count();
+  p.run(in.views, out.views);
+  engine.synchronize();
+  r.firstMs = msSince(f0);
   stitch_cache_stats_t after = engine.cacheStats();
   r.compiled = after.compiles - before.compiles;
   r.fromDisk = after.disk_hits - before.disk_hits;
-  for (int k = 0; k < iters; ++k) {
+  // On a GPU, runs are queued in batches of up to kBatch with one synchronize per batch, and each
+  // batch gives a sample of its mean time per run: launches overlap the previous run as in a
+  // training loop, and the synchronize's latency is not counted once per run.
+  constexpr int kBatch = 10;
+  bool host = engine.device().device_type == kDLCPU;
+  for (int k = 0; k < iters;) {
+    int n = host ? 1 : std::min(kBatch, iters - k);
     auto t0 = std::chrono::steady_clock::now();
-    p.run(in, out);
-    auto t1 = std::chrono::steady_clock::now();
-    r.timesMs.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    for (int j = 0; j < n; ++j) {
+      auto c0 = std::chrono::steady_clock::now();
+      p.run(in.views, out.views);
+      r.callMs.push_back(msSince(c0));
+    }
+    engine.synchronize();
+    double ms = msSince(t0) / n;
+    for (int j = 0; j < n; ++j) r.timesMs.push_back(ms);
+    k += n;
   }
+  for (size_t i = 0; i < out.buffers.size(); ++i)
+    engine.copy(r.outputs[i].bytes.data(), out.buffers[i].get(), r.outputs[i].bytes.size(),
+                STITCH_COPY_DEVICE_TO_HOST);
   return r;
 }
 
-std::string timingLine(std::vector<double> ms) {
+double median(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
-  double median =
-      ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
-  return fmt::format("time: median {:.4g} ms, min {:.4g} ms over {} runs", median, ms.front(),
-                     ms.size());
+  return ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+}
+
+std::string timingLine(const std::vector<double>& ms) {
+  return fmt::format("time: median {:.4g} ms, min {:.4g} ms over {} runs", median(ms),
+                     *std::min_element(ms.begin(), ms.end()), ms.size());
 }
 
 // Runs one graph, prints its outputs, checks and times it; returns false on a check mismatch.
@@ -225,6 +275,10 @@ bool runOne(const Engine& engine, const Graph& g, const Options& o) {
     fmt::print("  first run: {:.4g} ms ({} kernels compiled, {} loaded from the disk cache)\n",
                r.firstMs, r.compiled, r.fromDisk);
   if (o.iters > 0) fmt::print("  {}\n", timingLine(r.timesMs));
+  // On a GPU the run call returns once the kernels are queued: its own cost is the host overhead.
+  if (o.iters > 0 && engine.device().device_type != kDLCPU)
+    fmt::print("  host: median {:.2f} us per run call (until the kernels are queued)\n",
+               median(r.callMs) * 1e3);
   return ok;
 }
 
@@ -257,9 +311,13 @@ std::vector<Graph> selectGraphs(const Module& m, const Options& o) {
 
 // Options that belong to another command are mistakes, not silently ignored.
 void rejectOptions(const Options& o, const char* cmd, bool planFlags, bool runFlags) {
-  if (!planFlags && !o.planOptions.empty())
-    throw UsageError{fmt::format("--{} is an option of `stitch plan`, not `stitch {}`",
-                                 o.planOptions.begin()->first, cmd)};
+  std::string c = cmd;
+  for (const auto& [key, value] : o.planOptions) {
+    bool ok = planFlags && (key == "target" || key == "fusion" ||
+                            (key == "format" && c == "plan") || (key == "emit" && c == "codegen"));
+    if (!ok)
+      throw UsageError{fmt::format("--{} is not an option of `stitch {}`", key, cmd)};
+  }
   if (!runFlags && (o.backend || o.check || o.iters))
     throw UsageError{fmt::format("--backend, --check and --iters are options of `stitch run`")};
 }
@@ -275,9 +333,11 @@ int cmdRun(const std::vector<std::string>& args) {
   return ok ? kOk : kMismatch;
 }
 
-int cmdPlan(const std::vector<std::string>& args) {
+// plan and codegen: no device, output on stdout (notes on stderr, as it may be JSON or code).
+int cmdExplain(const std::vector<std::string>& args, const char* cmd) {
   Options o = parseOptions(args, /*wantFile=*/true);
-  rejectOptions(o, "plan", true, false);
+  rejectOptions(o, cmd, true, false);
+  bool codegen = std::string(cmd) == "codegen";
   Module m = Module::parseFile(o.file);
   for (const Graph& g : selectGraphs(m, o)) {
     std::map<std::string, int64_t> sizes;
@@ -294,7 +354,9 @@ int cmdPlan(const std::vector<std::string>& args) {
                      d.symbol, kDefaultDim, d.symbol);
         }
       }
-    fmt::print("{}", g.explainPlan(o.planOptions, sizes));
+    std::fflush(stderr);
+    fmt::print("{}", codegen ? g.codegen(o.planOptions, sizes) : g.explainPlan(o.planOptions, sizes));
+    std::fflush(stdout);
   }
   return kOk;
 }
@@ -341,7 +403,8 @@ int mainImpl(int argc, char** argv) {
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "run") return cmdRun(args);
-  if (cmd == "plan") return cmdPlan(args);
+  if (cmd == "plan") return cmdExplain(args, "plan");
+  if (cmd == "codegen") return cmdExplain(args, "codegen");
   if (cmd == "demo") return cmdDemo(args);
   throw UsageError{fmt::format("unknown command '{}'", cmd)};
 }

@@ -297,6 +297,63 @@ typedef struct {
 STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
                                                      stitch_cache_stats_t* out);
 
+/* ---------------------------------------------------------------------------------------------
+ * Device memory
+ *
+ * For callers without an allocator of their own (C programs, the command line). Tensors passed to
+ * stitch_program_run must live on the engine's device: kDLCUDA device 0 for "cuda", kDLROCM
+ * device 0 for "hip", host memory (kDLCPU) for "cpu" and "reference". On the host backends these
+ * functions use ordinary host memory, so one program text works on every backend.
+ * ------------------------------------------------------------------------------------------- */
+
+/* The DLPack device of the engine's tensors. */
+STITCH_API stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out);
+
+/* Allocates `bytes` (256-byte aligned) on the engine's device; free with stitch_engine_free. */
+STITCH_API stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void** out);
+
+/* Frees memory from stitch_engine_alloc. NULL is a no-op. */
+STITCH_API void stitch_engine_free(stitch_engine_t engine, void* ptr);
+
+typedef enum {
+  STITCH_COPY_HOST_TO_DEVICE = 0,
+  STITCH_COPY_DEVICE_TO_HOST = 1,
+  STITCH_COPY_DEVICE_TO_DEVICE = 2
+} stitch_copy_kind_t;
+
+/* Copies `bytes` between host and device memory, ordered on `stream` (NULL: the default stream).
+ * Host<->device copies are complete when the call returns. */
+STITCH_API stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src,
+                                              size_t bytes, stitch_copy_kind_t kind,
+                                              void* stream);
+
+/* Waits until all work queued on `stream` (NULL: the default stream) is done. A no-op on the
+ * host backends, whose runs are complete when stitch_program_run returns. */
+STITCH_API stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, void* stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Code generation without running
+ * ------------------------------------------------------------------------------------------- */
+
+/* Plans `graph` for concrete sizes (as stitch_graph_explain_plan does), emits every kernel for a
+ * target and compiles it, without running anything: no device is needed. Options:
+ *   "target": sm_90 (default) | sm_80 | gfx90a | host   (sm_XY with XY >= 70 is also accepted)
+ *             sm_* compile with NVRTC to cubin, gfx90a with hipRTC to a code object, host with
+ *             LLVM ORC to x86-64 for this machine;
+ *   "fusion": stitch | basic | off   (default: $STITCH_FUSION, else stitch)
+ *   "emit":   report (default): one line per kernel (phases, block size, compile time,
+ *             registers, spilled bytes, binary size); source: the generated CUDA/HIP C++ (or
+ *             LLVM IR for host) of every kernel.
+ * A kernel that fails to compile fails the call with STITCH_ERROR_COMPILE; its message carries
+ * the compiler log and the generated source. A compiler library that cannot be loaded (NVRTC,
+ * hipRTC; LLVM in a build without it) is STITCH_ERROR_BACKEND_UNAVAILABLE. Output as by
+ * stitch_graph_print. */
+STITCH_API stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* keys,
+                                                const char* const* values, size_t num_options,
+                                                const char* const* symbols, const int64_t* sizes,
+                                                size_t num_symbols, char* buf, size_t capacity,
+                                                size_t* needed);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -120,6 +120,26 @@ class Graph : public Handle<stitch_graph_t, stitch_graph_destroy> {
   // The fusion plan for `sizes` of the symbolic dims (see stitch_graph_explain_plan).
   std::string explainPlan(const std::map<std::string, std::string>& options,
                           const std::map<std::string, int64_t>& sizes) const {
+    return textFor(stitch_graph_explain_plan, options, sizes);
+  }
+  // stitch_graph_codegen: emits and compiles the kernels for options["target"], runs nothing.
+  std::string codegen(const std::map<std::string, std::string>& options,
+                      const std::map<std::string, int64_t>& sizes) const {
+    return textFor(stitch_graph_codegen, options, sizes);
+  }
+  std::string name() const { return stitch_graph_name(h_); }
+  size_t numInputs() const { return stitch_graph_num_inputs(h_); }
+  size_t numOutputs() const { return stitch_graph_num_outputs(h_); }
+  size_t numOps() const { return stitch_graph_num_ops(h_); }
+  ValueInfo input(size_t i) const { return info(0, i); }
+  ValueInfo output(size_t i) const { return info(1, i); }
+
+ private:
+  using TextFn = stitch_status_t (*)(stitch_graph_t, const char* const*, const char* const*, size_t,
+                                     const char* const*, const int64_t*, size_t, char*, size_t,
+                                     size_t*);
+  std::string textFor(TextFn fn, const std::map<std::string, std::string>& options,
+                      const std::map<std::string, int64_t>& sizes) const {
     std::vector<const char*> keys, values, symbols;
     std::vector<int64_t> dims;
     for (const auto& kv : options) {
@@ -131,22 +151,14 @@ class Graph : public Handle<stitch_graph_t, stitch_graph_destroy> {
       dims.push_back(kv.second);
     }
     size_t n = 0;
-    check(stitch_graph_explain_plan(h_, keys.data(), values.data(), keys.size(), symbols.data(),
-                                    dims.data(), dims.size(), nullptr, 0, &n));
+    check(fn(h_, keys.data(), values.data(), keys.size(), symbols.data(), dims.data(), dims.size(),
+             nullptr, 0, &n));
     std::string s(n + 1, '\0');
-    check(stitch_graph_explain_plan(h_, keys.data(), values.data(), keys.size(), symbols.data(),
-                                    dims.data(), dims.size(), &s[0], s.size(), &n));
+    check(fn(h_, keys.data(), values.data(), keys.size(), symbols.data(), dims.data(), dims.size(),
+             &s[0], s.size(), &n));
     s.resize(n);
     return s;
   }
-  std::string name() const { return stitch_graph_name(h_); }
-  size_t numInputs() const { return stitch_graph_num_inputs(h_); }
-  size_t numOutputs() const { return stitch_graph_num_outputs(h_); }
-  size_t numOps() const { return stitch_graph_num_ops(h_); }
-  ValueInfo input(size_t i) const { return info(0, i); }
-  ValueInfo output(size_t i) const { return info(1, i); }
-
- private:
   ValueInfo info(int isOutput, size_t i) const {
     const char* name = nullptr;
     stitch_dtype_t dtype = STITCH_F32;
@@ -228,6 +240,40 @@ class Engine : public Handle<stitch_engine_t, stitch_engine_destroy> {
     check(stitch_program_compile(h_, g.get(), &p));
     return Program(p);
   }
+  // The DLPack device tensors must be on for this engine.
+  DLDevice device() const {
+    DLDevice d{};
+    check(stitch_engine_device(h_, &d));
+    return d;
+  }
+  void copy(void* dst, const void* src, size_t bytes, stitch_copy_kind_t kind,
+            void* stream = nullptr) const {
+    check(stitch_engine_copy(h_, dst, src, bytes, kind, stream));
+  }
+  void synchronize(void* stream = nullptr) const { check(stitch_engine_synchronize(h_, stream)); }
+};
+
+// Memory on an engine's device (host memory on the host backends), freed on destruction. The
+// engine must outlive it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const Engine& engine, size_t bytes) : engine_(engine.get()) {
+    check(stitch_engine_alloc(engine_, bytes, &ptr_));
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : engine_(o.engine_), ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(engine_, o.engine_);
+    std::swap(ptr_, o.ptr_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { stitch_engine_free(engine_, ptr_); }
+  void* get() const { return ptr_; }
+
+ private:
+  stitch_engine_t engine_;
+  void* ptr_ = nullptr;
 };
 
 }  // namespace stitch

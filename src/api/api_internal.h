@@ -45,6 +45,10 @@ std::vector<std::pair<std::string, std::string>> readOptions(
     const char* const* keys, const char* const* values, size_t n,
     std::span<const std::string_view> valid, std::string_view what);
 
+// Sizes for every symbolic dim of g from parallel arrays (all must be given, none negative).
+ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const int64_t* sizes,
+                         size_t n);
+
 }  // namespace stitch::api
 
 // A graph handle. It owns a builder holding the graph; graphs borrowed from a module are owned by

@@ -43,6 +43,21 @@ std::vector<std::pair<std::string, std::string>> readOptions(
   return out;
 }
 
+ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const int64_t* sizes,
+                         size_t n) {
+  ir::Bindings bindings;
+  for (size_t i = 0; i < n; ++i) {
+    STITCH_CHECK(symbols[i] != nullptr, ErrorCode::InvalidArgument, "symbols[{}] is NULL", i);
+    STITCH_CHECK(sizes[i] >= 0, ErrorCode::InvalidArgument, "symbol {} has negative size {}",
+                 symbols[i], sizes[i]);
+    bindings[symbols[i]] = sizes[i];
+  }
+  for (const std::string& s : g.symbols())
+    STITCH_CHECK(bindings.count(s), ErrorCode::InvalidArgument,
+                 "symbolic dim {} of graph {} needs a size to plan for", s, g.name());
+  return bindings;
+}
+
 }  // namespace stitch::api
 
 namespace {
@@ -85,16 +100,7 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
                  env::joinChoices(kFormats));
     const ir::Graph& g = graph->graph();
     ir::verify(g);
-    ir::Bindings bindings;
-    for (size_t i = 0; i < num_symbols; ++i) {
-      STITCH_CHECK(symbols[i] != nullptr, ErrorCode::InvalidArgument, "symbols[{}] is NULL", i);
-      STITCH_CHECK(sizes[i] >= 0, ErrorCode::InvalidArgument, "symbol {} has negative size {}",
-                   symbols[i], sizes[i]);
-      bindings[symbols[i]] = sizes[i];
-    }
-    for (const std::string& s : g.symbols())
-      STITCH_CHECK(bindings.count(s), ErrorCode::InvalidArgument,
-                   "symbolic dim {} of graph {} needs a size to plan for", s, g.name());
+    ir::Bindings bindings = api::bindingsFor(g, symbols, sizes, num_symbols);
     ir::Graph optimized = passes::runPasses(g);
     fusion::PlannerOptions options;
     options.mode = mode;

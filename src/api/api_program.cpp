@@ -21,6 +21,7 @@
 #include "ir/signature.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
+#include "runtime/gpu/gpu_executor.h"
 #include "support/env.h"
 #include "support/logging.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -36,9 +37,18 @@ namespace {
 
 // What a program makes for one input signature on its first run: the plan, and on the cpu
 // backend its compiled kernels (every phase of every kernel, in order), where intermediates live
-// in the arena, and the arenas themselves (one per concurrent run).
+// in the arena, and the arenas themselves (one per concurrent run). On the GPU backends: the
+// lowered kernel programs, their loaded kernels in two variants (16-byte aligned buffers, which
+// allow vector accesses, and any alignment; the second is compiled only if a run needs it), the
+// slot plan and the device arenas (one per stream).
 struct SignatureState {
   std::shared_ptr<const fusion::Plan> plan;
+  std::vector<lower::KernelProgram> programs;
+  std::mutex gpuMutex;  // guards gpuKernels[0] (made lazily)
+  std::vector<std::shared_ptr<const rt::gpu::GpuKernel>> gpuKernels[2];  // [aligned]
+  rt::cpu::SlotPlan gpuSlots;
+  std::unique_ptr<rt::gpu::GpuArenas> gpuArenas;
+  int cooperativeKernels = 0;
 #if defined(STITCH_HAVE_LLVM)
   std::vector<std::shared_ptr<const rt::cpu::KernelPhases>> compiled;  // keeps the code alive
   std::vector<rt::cpu::CompiledKernel> kernels;
@@ -103,16 +113,39 @@ bool hostAccessible(DLDeviceType d) {
   return d == kDLCPU || d == kDLCUDAHost || d == kDLROCMHost || d == kDLCUDAManaged;
 }
 
+bool isGpu(rt::Backend b) { return b == rt::Backend::Cuda || b == rt::Backend::Hip; }
+
+// The GPU runtime of a backend resolved by an engine (which checked it is available).
+rt::gpu::GpuRuntime& gpuRuntime(rt::Backend b) {
+  std::string why;
+  rt::gpu::GpuRuntime* r = rt::gpu::GpuRuntime::get(b, &why);
+  STITCH_CHECK(r != nullptr, ErrorCode::BackendUnavailable, "backend '{}' is unavailable: {}",
+               rt::backendName(b), why);
+  return *r;
+}
+
 // Checks one tensor and returns its dtype; `what` names it in messages ("input 0 ('x')").
 ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend backend) {
   ir::DType dtype = fromDL(t.dtype, what);
   STITCH_CHECK(t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr), ErrorCode::InvalidArgument,
                "{} has ndim {} and shape {}", what, t.ndim, t.shape ? "set" : "NULL");
-  // The reference and cpu backends run on the host (the GPU backends are not built yet).
+  // The reference and cpu backends run on the host; cuda and hip on device 0 of their kind.
   bool onHost = backend == rt::Backend::Reference || backend == rt::Backend::Cpu;
   STITCH_CHECK(!onHost || hostAccessible(t.device.device_type), ErrorCode::InvalidArgument,
                "{} is on DLPack device type {}, but the {} backend needs host memory (kDLCPU)",
                what, static_cast<int>(t.device.device_type), rt::backendName(backend));
+  if (!onHost) {
+    bool cuda = backend == rt::Backend::Cuda;
+    DLDeviceType want = cuda ? kDLCUDA : kDLROCM;
+    STITCH_CHECK(t.device.device_type == want || (cuda && t.device.device_type == kDLCUDAManaged),
+                 ErrorCode::InvalidArgument,
+                 "{} is on DLPack device type {}, but the {} backend needs device memory ({})",
+                 what, static_cast<int>(t.device.device_type), rt::backendName(backend),
+                 cuda ? "kDLCUDA" : "kDLROCM");
+    STITCH_CHECK(t.device.device_id == 0, ErrorCode::Unsupported,
+                 "{} is on device {}; this version of Stitch runs on device 0 only", what,
+                 t.device.device_id);
+  }
   if (t.strides) {
     int64_t expect = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
@@ -213,6 +246,18 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   }
   auto state = std::make_shared<SignatureState>();
   state->plan = plan;
+  if (isGpu(p.config->backend)) {
+    rt::gpu::GpuRuntime& gpu = gpuRuntime(p.config->backend);
+    for (const fusion::Kernel& k : plan->kernels) {
+      state->programs.push_back(lower::lowerKernel(p.optimized, k, bindings));
+      state->gpuKernels[1].push_back(gpu.kernel(state->programs.back(), /*aligned=*/true));
+      if (state->gpuKernels[1].back()->cooperativeFn) ++state->cooperativeKernels;
+    }
+    std::vector<int> external(p.optimized.inputs().begin(), p.optimized.inputs().end());
+    external.insert(external.end(), p.optimized.outputs().begin(), p.optimized.outputs().end());
+    state->gpuSlots = rt::gpu::planGpuSlots(state->gpuKernels[1], external);
+    state->gpuArenas = std::make_unique<rt::gpu::GpuArenas>(gpu.device());
+  }
 #if defined(STITCH_HAVE_LLVM)
   if (p.config->backend == rt::Backend::Cpu) {
     rt::cpu::HostCompiler& compiler = rt::cpu::HostCompiler::instance();
@@ -269,6 +314,61 @@ void runOnHost(const stitch_program_s& p, SignatureState& state,
 
 const void* dataOf(const DLTensor& t) { return static_cast<const char*>(t.data) + t.byte_offset; }
 
+// Runs the GPU kernels of `state` on `stream`: the caller's device pointers for inputs and
+// outputs, intermediates in the stream's arena. Outputs that are graph inputs, or repeat an
+// earlier output, are device-to-device copies queued after the kernels.
+void runOnGpu(const stitch_program_s& p, SignatureState& state,
+              std::span<const reference::TensorView> in,
+              std::span<const reference::MutTensorView> out, void* stream) {
+  const ir::Graph& g = p.optimized;
+  rt::gpu::GpuRuntime& gpu = gpuRuntime(p.config->backend);
+  rt::gpu::Device& device = gpu.device();
+  device.makeCurrent();
+  bool aligned = true;
+  auto check = [&](const void* ptr) { aligned = aligned && reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  thread_local std::vector<void*> values;
+  values.assign(g.nodes().size(), nullptr);
+  for (size_t i = 0; i < in.size(); ++i) {
+    values[static_cast<size_t>(g.inputs()[i])] = const_cast<void*>(in[i].data);
+    check(in[i].data);
+  }
+  auto outputs = g.outputs();
+  auto firstIndex = [&](size_t j) {
+    return static_cast<size_t>(std::find(outputs.begin(), outputs.end(), outputs[j]) -
+                               outputs.begin());
+  };
+  for (size_t j = 0; j < out.size(); ++j)
+    if (g.node(outputs[j]).op != ir::OpCode::Input && firstIndex(j) == j) {
+      values[static_cast<size_t>(outputs[j])] = out[j].data;
+      check(out[j].data);
+    }
+  std::span<const std::shared_ptr<const rt::gpu::GpuKernel>> kernels;
+  if (aligned) {
+    kernels = state.gpuKernels[1];
+  } else {
+    std::lock_guard<std::mutex> lock(state.gpuMutex);
+    if (state.gpuKernels[0].empty())
+      for (const lower::KernelProgram& prog : state.programs)
+        state.gpuKernels[0].push_back(gpu.kernel(prog, /*aligned=*/false));
+    kernels = state.gpuKernels[0];
+  }
+  const rt::gpu::GpuArenas::Arena& arena =
+      state.gpuArenas->forStream(stream, state.gpuSlots, state.cooperativeKernels);
+  rt::gpu::runGpuKernels(device, kernels, state.gpuSlots, values, arena, stream);
+  for (size_t j = 0; j < out.size(); ++j) {
+    size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
+    for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
+    if (bytes == 0) continue;
+    const ir::Node& n = g.node(outputs[j]);
+    if (n.op == ir::OpCode::Input) {
+      auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
+      device.copyDeviceToDevice(out[j].data, in[static_cast<size_t>(pos)].data, bytes, stream);
+    } else if (size_t f = firstIndex(j); f != j) {
+      device.copyDeviceToDevice(out[j].data, out[f].data, bytes, stream);
+    }
+  }
+}
+
 stitch_cache_stats_t cacheStats(rt::Backend backend) {
 #if defined(STITCH_HAVE_LLVM)
   if (backend == rt::Backend::Cpu) {
@@ -277,17 +377,20 @@ stitch_cache_stats_t cacheStats(rt::Backend backend) {
                                 c.diskWrites, c.corruptEntries, c.compiles, c.compileSeconds};
   }
 #endif
-  (void)backend;
+  if (isGpu(backend)) {
+    rt::CacheStats c = gpuRuntime(backend).stats();
+    return stitch_cache_stats_t{c.memoryHits, c.memoryMisses,   c.diskHits, c.diskMisses,
+                                c.diskWrites, c.corruptEntries, c.compiles, c.compileSeconds};
+  }
   return stitch_cache_stats_t{};
 }
 
 // Runs a program on checked tensor views: plans (and compiles) the signature on first use.
 void runChecked(stitch_program_s& program, std::span<const reference::TensorView> in,
-                std::span<const reference::MutTensorView> out) {
+                std::span<const reference::MutTensorView> out, void* stream) {
   const ir::Graph& g = program.graph;
   std::shared_ptr<SignatureState> state = stateFor(program, in);
-#if defined(STITCH_HAVE_LLVM)
-  if (program.config->backend == rt::Backend::Cpu) {
+  if (program.config->backend != rt::Backend::Reference) {
     // stateFor bound the inputs; outputs must match the concrete output types exactly.
     std::vector<ir::ConcreteInput> sig;
     for (const auto& t : in) sig.push_back({t.dtype, t.shape});
@@ -301,10 +404,15 @@ void runChecked(stitch_program_s& program, std::span<const reference::TensorView
           ErrorCode::ShapeMismatch, "{} must be {}[{}]", outputName(g, i),
           ir::dtypeName(n.type.dtype), fmt::join(want, ", "));
     }
+    if (isGpu(program.config->backend)) {
+      runOnGpu(program, *state, in, out, stream);
+      return;
+    }
+#if defined(STITCH_HAVE_LLVM)
     runOnHost(program, *state, in, out);
     return;
-  }
 #endif
+  }
   reference::evaluate(g, in, out);
 }
 
@@ -349,6 +457,88 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
 }
 
 void stitch_engine_destroy(stitch_engine_t engine) { delete engine; }
+
+stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out) {
+  STITCH_API_REQUIRE(engine);
+  STITCH_API_REQUIRE(out);
+  rt::Backend b = engine->config->backend;
+  *out = DLDevice{b == rt::Backend::Cuda ? kDLCUDA : b == rt::Backend::Hip ? kDLROCM : kDLCPU, 0};
+  return STITCH_OK;
+}
+
+stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void** out) {
+  STITCH_API_REQUIRE(engine);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    rt::Backend b = engine->config->backend;
+    if (isGpu(b)) {
+      rt::gpu::Device& d = gpuRuntime(b).device();
+      d.makeCurrent();
+      *out = d.allocate(std::max<size_t>(bytes, 1));
+    } else {
+      void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+      STITCH_CHECK(p != nullptr, ErrorCode::OutOfMemory, "cannot allocate {} bytes", bytes);
+      *out = p;
+    }
+    return STITCH_OK;
+  })
+}
+
+void stitch_engine_free(stitch_engine_t engine, void* ptr) {
+  if (!engine || !ptr) return;
+  try {
+    rt::Backend b = engine->config->backend;
+    if (isGpu(b)) {
+      rt::gpu::Device& d = gpuRuntime(b).device();
+      d.makeCurrent();
+      d.release(ptr);
+    } else {
+      std::free(ptr);
+    }
+  } catch (const std::exception& e) {
+    log().warn("stitch_engine_free: {}", e.what());
+  }
+}
+
+stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src,
+                                   size_t bytes, stitch_copy_kind_t kind, void* stream) {
+  STITCH_API_REQUIRE(engine);
+  if (bytes) {
+    STITCH_API_REQUIRE(dst);
+    STITCH_API_REQUIRE(src);
+  }
+  STITCH_API_GUARD({
+    STITCH_CHECK(kind == STITCH_COPY_HOST_TO_DEVICE || kind == STITCH_COPY_DEVICE_TO_HOST ||
+                     kind == STITCH_COPY_DEVICE_TO_DEVICE,
+                 ErrorCode::InvalidArgument, "unknown copy kind {}", static_cast<int>(kind));
+    if (bytes == 0) return STITCH_OK;
+    rt::Backend b = engine->config->backend;
+    if (!isGpu(b)) {
+      std::memmove(dst, src, bytes);
+      return STITCH_OK;
+    }
+    rt::gpu::Device& d = gpuRuntime(b).device();
+    d.makeCurrent();
+    if (kind == STITCH_COPY_HOST_TO_DEVICE) d.copyToDevice(dst, src, bytes, stream);
+    else if (kind == STITCH_COPY_DEVICE_TO_HOST) d.copyToHost(dst, src, bytes, stream);
+    else d.copyDeviceToDevice(dst, src, bytes, stream);
+    if (kind != STITCH_COPY_DEVICE_TO_DEVICE) d.synchronize(stream);
+    return STITCH_OK;
+  })
+}
+
+stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, void* stream) {
+  STITCH_API_REQUIRE(engine);
+  STITCH_API_GUARD({
+    rt::Backend b = engine->config->backend;
+    if (isGpu(b)) {
+      rt::gpu::Device& d = gpuRuntime(b).device();
+      d.makeCurrent();
+      d.synchronize(stream);
+    }
+    return STITCH_OK;
+  })
+}
 
 stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_stats_t* out) {
   STITCH_API_REQUIRE(engine);
@@ -418,7 +608,6 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
   STITCH_API_REQUIRE(program);
   if (num_inputs) STITCH_API_REQUIRE(inputs);
   if (num_outputs) STITCH_API_REQUIRE(outputs);
-  (void)stream;  // the reference backend runs synchronously on the host
   STITCH_API_GUARD({
     const ir::Graph& g = program->graph;
     rt::Backend backend = program->config->backend;
@@ -441,7 +630,7 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
       out.push_back({dt, std::span<const int64_t>(t.shape, t.ndim),
                      static_cast<char*>(t.data) + t.byte_offset});
     }
-    runChecked(*program, in, out);
+    runChecked(*program, in, out, stream);
     return STITCH_OK;
   })
 }

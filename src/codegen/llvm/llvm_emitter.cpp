@@ -423,4 +423,14 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
   return names;
 }
 
+std::string programIR(const lower::KernelProgram& p, const std::string& prefix) {
+  llvm::LLVMContext ctx;
+  llvm::Module m(prefix, ctx);
+  emitProgram(p, prefix, m);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
 }  // namespace stitch::codegen

@@ -35,4 +35,7 @@ namespace stitch::codegen {
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
                                      llvm::Module& m);
 
+// The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
+std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
+
 }  // namespace stitch::codegen

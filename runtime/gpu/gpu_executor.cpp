@@ -1,0 +1,122 @@
+// The GPU executor (design note in gpu_executor.h).
+#include "runtime/gpu/gpu_executor.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "support/error.h"
+
+namespace stitch::rt::gpu {
+
+namespace {
+constexpr size_t kSlotAlignment = 256;  // cudaMalloc's alignment; any vector access is legal
+size_t alignUp(size_t x) { return (x + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment; }
+}  // namespace
+
+cpu::SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                           std::span<const int> external) {
+  std::vector<cpu::CompiledKernel> stubs;
+  for (const auto& k : kernels) {
+    cpu::CompiledKernel c;
+    for (size_t i = 0; i < k->params.size(); ++i)
+      (k->written[i] ? c.outputs : c.inputs).push_back(k->params[i]);
+    stubs.push_back(std::move(c));
+  }
+  return cpu::assignSlots(stubs, external);
+}
+
+GpuArenas::~GpuArenas() {
+  for (auto& [stream, a] : arenas_) {
+    if (!a.base) continue;
+    try {
+      device_.synchronize(stream);
+      device_.release(a.base);
+    } catch (...) {
+      // The context may be gone at exit; nothing more can be done.
+    }
+  }
+}
+
+GpuArenas::Arena& GpuArenas::forStream(void* stream, const cpu::SlotPlan& plan, int barriers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Arena& a = arenas_[stream];
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (int64_t b : plan.slotBytes) {
+    offsets.push_back(total);
+    total += alignUp(static_cast<size_t>(std::max<int64_t>(b, 1)));
+  }
+  size_t barrierOffset = total;
+  size_t barrierBytes = static_cast<size_t>(barriers) * 2 * sizeof(uint32_t);
+  total += alignUp(std::max<size_t>(barrierBytes, 1));
+  if (total > a.bytes) {
+    if (a.base) {
+      device_.synchronize(stream);  // queued kernels may still use the old memory
+      device_.release(a.base);
+      a.base = nullptr;
+      a.bytes = 0;
+    }
+    size_t grown = std::max(total, a.bytes + a.bytes / 2);
+    a.base = device_.allocate(grown);
+    a.bytes = grown;
+    std::vector<uint8_t> zeros(grown - barrierOffset, 0);
+    device_.copyToDevice(static_cast<char*>(a.base) + barrierOffset, zeros.data(), zeros.size(),
+                         nullptr);
+  } else if (barrierOffset != a.barrierOffset) {
+    // A new layout puts the barrier words elsewhere: zero them there (ordered on the stream).
+    std::vector<uint8_t> zeros(std::max<size_t>(barrierBytes, 1), 0);
+    device_.synchronize(stream);
+    device_.copyToDevice(static_cast<char*>(a.base) + barrierOffset, zeros.data(), zeros.size(),
+                         nullptr);
+  }
+  a.offsets = std::move(offsets);
+  a.barrierOffset = barrierOffset;
+  return a;
+}
+
+void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                   const cpu::SlotPlan& plan, std::vector<void*>& values,
+                   const GpuArenas::Arena& arena, void* stream, bool cooperative) {
+  char* base = static_cast<char*>(arena.base);
+  for (size_t id = 0; id < plan.valueSlot.size(); ++id) {
+    int s = plan.valueSlot[id];
+    if (s < 0) continue;
+    if (values.size() <= id) values.resize(id + 1, nullptr);
+    values[id] = base + arena.offsets[static_cast<size_t>(s)];
+  }
+  auto scratch = [&](int index) -> void* {
+    STITCH_INTERNAL(index >= 0 && static_cast<size_t>(index) < plan.scratchSlot.size() &&
+                        plan.scratchSlot[static_cast<size_t>(index)] >= 0,
+                    "scratch {} has no arena slot", index);
+    return base + arena.offsets[static_cast<size_t>(plan.scratchSlot[static_cast<size_t>(index)])];
+  };
+  // Argument storage: the pointers, then the addresses the driver reads them from.
+  thread_local std::vector<void*> pointers;
+  thread_local std::vector<void*> args;
+  uint32_t* barrier = reinterpret_cast<uint32_t*>(base + arena.barrierOffset);
+  for (const auto& k : kernels) {
+    pointers.clear();
+    for (const cpu::KernelBuffer& b : k->params) {
+      void* p = b.value >= 0 ? (static_cast<size_t>(b.value) < values.size()
+                                    ? values[static_cast<size_t>(b.value)]
+                                    : nullptr)
+                             : scratch(b.scratch);
+      STITCH_INTERNAL(p != nullptr || b.elements == 0, "value %{} has no device pointer", b.value);
+      pointers.push_back(p);
+    }
+    bool coop = cooperative && k->cooperativeFn;
+    if (coop) pointers.push_back(barrier);
+    args.clear();
+    for (void*& p : pointers) args.push_back(&p);
+    if (coop) {
+      device.launchCooperative(k->cooperativeFn, k->cooperativeGrid, k->block, 0, stream,
+                               args.data());
+      barrier += 2;
+      continue;
+    }
+    for (size_t i = 0; i < k->phases.size(); ++i)
+      device.launch(k->phaseFns[i], k->phases[i].grid, k->phases[i].block, 0, stream, args.data());
+  }
+}
+
+}  // namespace stitch::rt::gpu

@@ -1,0 +1,62 @@
+// The GPU executor: runs a program's kernels in order on the caller's stream.
+//
+// Design. Planning is the CPU executor's (cpu::assignSlots over each kernel's read and written
+// parameters): intermediates and kernel scratch get slots of a device arena by liveness. GPU runs
+// are asynchronous, so an arena cannot be handed back when run() returns, as the host does: the
+// kernels may still be reading it. Instead each stream gets its own arena (runs on one stream are
+// ordered, so they can share one; runs on two streams never do). An arena is one device
+// allocation, grown when a larger signature needs it (after synchronizing its stream, since
+// queued kernels may still use the old one), plus two zeroed words per cooperative kernel for its
+// grid barrier (they return to zero after every barrier). Arenas live until the program is
+// destroyed.
+//
+// A run binds the caller's pointers (inputs, then each output value once), points intermediates
+// at their slots, and launches every kernel: the cooperative entry when it has one, else one
+// launch per phase (stream order is the barrier between them).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "runtime/cpu/executor.h"
+#include "runtime/gpu/gpu_kernels.h"
+
+namespace stitch::rt::gpu {
+
+// The slot plan of `kernels` (in run order); `external` values live in the caller's memory.
+cpu::SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                           std::span<const int> external);
+
+class GpuArenas {
+ public:
+  explicit GpuArenas(Device& device) : device_(device) {}
+  ~GpuArenas();
+  GpuArenas(const GpuArenas&) = delete;
+  GpuArenas& operator=(const GpuArenas&) = delete;
+
+  struct Arena {
+    void* base = nullptr;
+    size_t bytes = 0;
+    std::vector<size_t> offsets;  // per slot
+    size_t barrierOffset = 0;     // 2 u32 per cooperative kernel, zeroed
+  };
+  // The arena of `stream`, laid out for `plan` with `barriers` barrier pairs.
+  Arena& forStream(void* stream, const cpu::SlotPlan& plan, int barriers);
+
+ private:
+  Device& device_;
+  std::mutex mu_;
+  std::map<void*, Arena> arenas_;
+};
+
+// Launches `kernels` on `stream`. `values` holds a device pointer for every external value (by
+// node id); intermediates and scratch come from `arena`. `cooperative`: use cooperative entries
+// when present (tests turn it off to check the per-phase path).
+void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                   const cpu::SlotPlan& plan, std::vector<void*>& values,
+                   const GpuArenas::Arena& arena, void* stream, bool cooperative = true);
+
+}  // namespace stitch::rt::gpu

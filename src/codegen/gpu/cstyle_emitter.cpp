@@ -1,0 +1,610 @@
+// Kernel programs as CUDA/HIP C++ (design note in cstyle_emitter.h).
+#include "codegen/gpu/cstyle_emitter.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "support/error.h"
+
+namespace stitch::codegen {
+
+using ir::DType;
+using ir::OpCode;
+using lower::Inst;
+using lower::InstKind;
+
+namespace {
+
+// ---- types and literals -------------------------------------------------------------------------
+
+std::string storageType(DType t) {
+  switch (t) {
+    case DType::F16:
+    case DType::BF16: return "stitch::u16";
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::I32: return "int";
+    case DType::I64: return "stitch::i64";
+    case DType::Bool: return "stitch::u8";
+  }
+  return "?";
+}
+
+std::string computeType(DType t) {
+  switch (t) {
+    case DType::F16:
+    case DType::BF16:
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::I32: return "int";
+    case DType::I64: return "stitch::i64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+std::string fromStorage(DType t, const std::string& e) {
+  switch (t) {
+    case DType::F16: return fmt::format("stitch::ld_f16({})", e);
+    case DType::BF16: return fmt::format("stitch::ld_bf16({})", e);
+    case DType::Bool: return fmt::format("stitch::ld_bool({})", e);
+    default: return e;
+  }
+}
+
+std::string toStorage(DType t, const std::string& e) {
+  switch (t) {
+    case DType::F16: return fmt::format("stitch::st_f16({})", e);
+    case DType::BF16: return fmt::format("stitch::st_bf16({})", e);
+    case DType::Bool: return fmt::format("stitch::st_bool({})", e);
+    default: return e;
+  }
+}
+
+// An op result of dtype t, computed in f32, rounded to t as the reference rounds every op.
+std::string roundTo(DType t, const std::string& e) {
+  switch (t) {
+    case DType::F16: return fmt::format("stitch::rnd_f16({})", e);
+    case DType::BF16: return fmt::format("stitch::rnd_bf16({})", e);
+    default: return e;
+  }
+}
+
+std::string floatLiteral(double v, DType t) {
+  bool f64 = t == DType::F64;
+  if (std::isnan(v)) return f64 ? "stitch::f64_bits(0x7ff8000000000000ull)" : "stitch::f32_bits(0x7fc00000u)";
+  if (std::isinf(v)) {
+    if (f64) return v > 0 ? "stitch::f64_bits(0x7ff0000000000000ull)" : "stitch::f64_bits(0xfff0000000000000ull)";
+    return v > 0 ? "stitch::f32_bits(0x7f800000u)" : "stitch::f32_bits(0xff800000u)";
+  }
+  // Hexadecimal literals are exact; the value is already representable in the compute type.
+  return fmt::format("{:a}{}", v, f64 ? "" : "f");
+}
+
+std::string intLiteral(int64_t v, DType t) {
+  if (t == DType::I32) {
+    if (v == INT32_MIN) return "(-2147483647 - 1)";
+    return fmt::format("{}", v);
+  }
+  if (v == INT64_MIN) return "(-9223372036854775807ll - 1)";
+  return fmt::format("{}ll", v);
+}
+
+std::string literal(const Inst& in) {
+  if (ir::isFloat(in.dtype)) return floatLiteral(in.fvalue, in.dtype);
+  if (in.dtype == DType::Bool) return in.ivalue ? "true" : "false";
+  // i64 constants used as indices fit in 32 bits almost always; print them narrow when they do,
+  // so 32-bit index arithmetic stays 32-bit.
+  if (in.dtype == DType::I64 && in.ivalue >= INT32_MIN && in.ivalue <= INT32_MAX)
+    return fmt::format("{}", in.ivalue);
+  return intLiteral(in.ivalue, in.dtype);
+}
+
+const char* reduceOpName(lower::ReduceOp op) {
+  switch (op) {
+    case lower::ReduceOp::Sum:
+    case lower::ReduceOp::Mean: return "stitch::SumOp";
+    case lower::ReduceOp::Max: return "stitch::MaxOp";
+    case lower::ReduceOp::Min: return "stitch::MinOp";
+    case lower::ReduceOp::Prod: return "stitch::ProdOp";
+  }
+  return "?";
+}
+
+// The C expression of an elementwise op on argument expressions (dtypes of result and arg 0).
+std::string castExpr(const std::string& a, DType from, DType to) {
+  if (from == to) return a;
+  std::string ct = computeType(to);
+  if (ir::isFloat(from)) {
+    if (ir::isFloat(to)) return roundTo(to, fmt::format("static_cast<{}>({})", ct, a));
+    if (ir::isInt(to)) return fmt::format("stitch::ftoi<{}>({})", ct, a);
+    return fmt::format("({} != 0)", a);  // NaN -> true, as the reference
+  }
+  if (from == DType::Bool) return fmt::format("static_cast<{}>({} ? 1 : 0)", ct, a);
+  // From an int: through double, as the reference converts.
+  if (ir::isFloat(to))
+    return roundTo(to, fmt::format("static_cast<{}>(static_cast<double>({}))", ct, a));
+  if (to == DType::Bool) return fmt::format("({} != 0)", a);
+  return fmt::format("static_cast<{}>({})", ct, a);
+}
+
+std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) {
+  DType t = in.dtype;
+  bool fl = ir::isFloat(at);
+  std::string ct = computeType(at);
+  auto r = [&](const std::string& e) { return roundTo(t, e); };
+  auto call = [&](const char* f, int n) {
+    std::string s = fmt::format("stitch::{}(", f);
+    for (int k = 0; k < n; ++k) s += (k ? ", " : "") + a[static_cast<size_t>(k)];
+    return s + ")";
+  };
+  auto icall = [&](const char* f, int n) {
+    std::string s = fmt::format("stitch::{}<{}>(", f, computeType(t));
+    for (int k = 0; k < n; ++k) s += (k ? ", " : "") + a[static_cast<size_t>(k)];
+    return s + ")";
+  };
+  switch (in.op) {
+    case OpCode::Neg: return fl ? r("(-" + a[0] + ")") : icall("ineg", 1);
+    case OpCode::Abs: return fl ? call("fabs_", 1) : icall("iabs", 1);
+    case OpCode::Relu: return fl ? call("frelu", 1) : fmt::format("stitch::imax<{0}>({1}, {0}(0))", computeType(t), a[0]);
+    case OpCode::Exp: return r(call("exp_", 1));
+    case OpCode::Log: return r(call("log_", 1));
+    case OpCode::Log1p: return r(call("log1p_", 1));
+    case OpCode::Tanh: return r(call("tanh_", 1));
+    case OpCode::Erf: return r(call("erf_", 1));
+    case OpCode::Sin: return r(call("sin_", 1));
+    case OpCode::Cos: return r(call("cos_", 1));
+    case OpCode::Sqrt: return r(call("sqrt_", 1));
+    case OpCode::Rsqrt: return r(call("rsqrt_", 1));
+    case OpCode::Sigmoid: return r(call("sigmoid_", 1));
+    case OpCode::Reciprocal: return r(fmt::format("({}(1) / {})", ct, a[0]));
+    case OpCode::Floor: return call("floor_", 1);
+    case OpCode::Ceil: return call("ceil_", 1);
+    case OpCode::LogicalNot: return "(!" + a[0] + ")";
+    case OpCode::Add: return fl ? r(fmt::format("({} + {})", a[0], a[1])) : icall("iadd", 2);
+    case OpCode::Sub: return fl ? r(fmt::format("({} - {})", a[0], a[1])) : icall("isub", 2);
+    case OpCode::Mul: return fl ? r(fmt::format("({} * {})", a[0], a[1])) : icall("imul", 2);
+    case OpCode::Div: return fl ? r(fmt::format("({} / {})", a[0], a[1])) : icall("idiv", 2);
+    case OpCode::Maximum: return fl ? r(call("fmaximum", 2)) : icall("imax", 2);
+    case OpCode::Minimum: return fl ? r(call("fminimum", 2)) : icall("imin", 2);
+    case OpCode::Pow: return r(call("pow_", 2));
+    case OpCode::Eq: return fmt::format("({} == {})", a[0], a[1]);
+    case OpCode::Ne: return fmt::format("({} != {})", a[0], a[1]);
+    case OpCode::Lt: return fmt::format("({} < {})", a[0], a[1]);
+    case OpCode::Le: return fmt::format("({} <= {})", a[0], a[1]);
+    case OpCode::Gt: return fmt::format("({} > {})", a[0], a[1]);
+    case OpCode::Ge: return fmt::format("({} >= {})", a[0], a[1]);
+    case OpCode::LogicalAnd: return fmt::format("({} && {})", a[0], a[1]);
+    case OpCode::LogicalOr: return fmt::format("({} || {})", a[0], a[1]);
+    case OpCode::Select: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    case OpCode::Cast: return castExpr(a[0], at, t);
+    default: break;
+  }
+  throwError(ErrorCode::Internal,
+             fmt::format("gpu emitter: {} is not an elementwise op", ir::opName(in.op)));
+}
+
+// ---- dialects -----------------------------------------------------------------------------------
+
+// What differs between CUDA and HIP at the level of the translation unit. Everything else is in
+// the device templates, keyed on STITCH_TARGET_HIP.
+class Dialect {
+ public:
+  virtual ~Dialect() = default;
+  virtual std::string prelude() const = 0;
+};
+
+class CudaDialect final : public Dialect {
+ public:
+  std::string prelude() const override { return "// CUDA C++, compiled by NVRTC\n"; }
+};
+
+class HipDialect final : public Dialect {
+ public:
+  std::string prelude() const override {
+    return "// HIP C++, compiled by hipRTC\n#define STITCH_TARGET_HIP 1\n";
+  }
+};
+
+// ---- one phase ----------------------------------------------------------------------------------
+
+class PhaseEmitter {
+ public:
+  PhaseEmitter(const lower::KernelProgram& p, const lower::Phase& ph, const PhaseSchedule& s,
+               const KernelSchedule& ks, std::string& out)
+      : p_(p), ph_(ph), s_(s), ks_(ks), out_(out) {
+    idx_ = ks.index64 ? "stitch::i64" : "int";
+    uidx_ = ks.index64 ? "stitch::u64" : "stitch::u32";
+    outer_.assign(ph.insts.size(), false);
+  }
+
+  void emitFunction(int index, const std::string& params);
+
+ private:
+  const Inst& inst(int id) const { return ph_.insts[static_cast<size_t>(id)]; }
+  bool isIndexKind(InstKind k) const {
+    return k == InstKind::UnitIndex || k == InstKind::LoopIndex || k == InstKind::IAdd ||
+           k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
+  }
+  std::string name(int id) const {
+    const Inst& in = inst(id);
+    return in.kind == InstKind::Const ? literal(in) : fmt::format("v{}", id);
+  }
+  std::string buffer(int b) const {
+    return fmt::format("p{}", ph_.buffers[static_cast<size_t>(b)]);
+  }
+  std::string typeOf(int id) const {
+    return isIndexKind(inst(id).kind) ? idx_ : computeType(inst(id).dtype);
+  }
+  void line(const std::string& s) {
+    out_.append(static_cast<size_t>(indent_) * 2, ' ');
+    out_ += s;
+    out_ += '\n';
+  }
+  // The index expression `id` with the loop index replaced by `k0` (values of enclosing blocks
+  // by name). Index expressions are small trees of integer instructions.
+  std::string exprAt(int id, const std::string& k0) const;
+  std::string indexExpr(const Inst& in, const std::vector<std::string>& a) const;
+  void emitInst(int id);
+  // One group of V elements starting at k0 (declared by the caller), bounded by `limit`.
+  void emitGroup(const lower::Block& b, const std::string& limit, const std::string& itExpr);
+  void emitLoopPhase();
+  void emitReducePhase();
+  void emitRowWalk(const lower::Block& b, int blockNo);
+  std::string cacheKey(int loadId) const;
+  void planCache();
+
+  const lower::KernelProgram& p_;
+  const lower::Phase& ph_;
+  const PhaseSchedule& s_;
+  const KernelSchedule& ks_;
+  std::string& out_;
+  std::string idx_, uidx_;
+  int indent_ = 1;
+  std::vector<bool> outer_;  // emitted in an enclosing block: referenced by name
+  std::string storeGuard_;   // condition under which stores happen ("" = always)
+  // Register caching (unrolled reduce phases): per load, the cache it fills or reads.
+  std::map<int, int> fills_, reads_;
+  std::map<int, DType> cacheType_;
+};
+
+std::string PhaseEmitter::indexExpr(const Inst& in, const std::vector<std::string>& a) const {
+  switch (in.kind) {
+    case InstKind::IAdd: return fmt::format("({} + {})", a[0], a[1]);
+    case InstKind::IMulC: return fmt::format("({} * {})", a[0], in.ivalue);
+    // Operands of divisions are never negative: unsigned division is cheaper.
+    case InstKind::IDivC:
+      return fmt::format("static_cast<{}>(static_cast<{}>({}) / {}u)", idx_, uidx_, a[0], in.ivalue);
+    case InstKind::IRemC:
+      return fmt::format("static_cast<{}>(static_cast<{}>({}) % {}u)", idx_, uidx_, a[0], in.ivalue);
+    default: break;
+  }
+  throwError(ErrorCode::Internal, "gpu emitter: not an index instruction");
+}
+
+std::string PhaseEmitter::exprAt(int id, const std::string& k0) const {
+  const Inst& in = inst(id);
+  if (outer_[static_cast<size_t>(id)]) return name(id);
+  std::vector<std::string> a;
+  for (int x : in.args)
+    if (x >= 0) a.push_back(exprAt(x, k0));
+  switch (in.kind) {
+    case InstKind::Const: return literal(in);
+    case InstKind::UnitIndex: return "unit";
+    case InstKind::LoopIndex: return k0;
+    case InstKind::IAdd:
+    case InstKind::IMulC:
+    case InstKind::IDivC:
+    case InstKind::IRemC: return indexExpr(in, a);
+    case InstKind::Op: return opExpr(in, inst(in.args[0]).dtype, a);
+    default: break;
+  }
+  throwError(ErrorCode::Internal,
+             fmt::format("gpu emitter: instruction %{} is not an index expression", id));
+}
+
+void PhaseEmitter::emitInst(int id) {
+  const Inst& in = inst(id);
+  std::vector<std::string> a;
+  for (int x : in.args)
+    if (x >= 0) a.push_back(name(x));
+  std::string v = fmt::format("v{}", id);
+  switch (in.kind) {
+    case InstKind::Const: return;  // printed inline where used
+    case InstKind::UnitIndex: line(fmt::format("const {} {} = unit;", idx_, v)); return;
+    case InstKind::LoopIndex: line(fmt::format("const {} {} = k;", idx_, v)); return;
+    case InstKind::IAdd:
+    case InstKind::IMulC:
+    case InstKind::IDivC:
+    case InstKind::IRemC: line(fmt::format("const {} {} = {};", idx_, v, indexExpr(in, a))); return;
+    case InstKind::Load: {
+      std::string ct = computeType(in.dtype);
+      if (auto it = reads_.find(id); it != reads_.end()) {
+        line(fmt::format("const {} {} = c{}[it * {} + v];", ct, v, it->second, s_.vec));
+        return;
+      }
+      if (s_.vectorAccess[static_cast<size_t>(id)])
+        line(fmt::format("const {} {} = {};", ct, v, fromStorage(in.dtype, fmt::format("L{}[v]", id))));
+      else
+        line(fmt::format("const {} {} = {};", ct, v,
+                         fromStorage(in.dtype, fmt::format("{}[{}]", buffer(in.buffer), a[0]))));
+      if (auto it = fills_.find(id); it != fills_.end())
+        line(fmt::format("c{}[it * {} + v] = {};", it->second, s_.vec, v));
+      return;
+    }
+    case InstKind::Store: {
+      std::string value = toStorage(in.dtype, a[1]);
+      if (s_.vectorAccess[static_cast<size_t>(id)]) {
+        line(fmt::format("W{}[v] = {};", id, value));
+        return;
+      }
+      std::string st = fmt::format("{}[{}] = {};", buffer(in.buffer), a[0], value);
+      line(storeGuard_.empty() ? st : fmt::format("if ({}) {}", storeGuard_, st));
+      return;
+    }
+    case InstKind::AccRead:
+      line(fmt::format("const {} {} = f{};", computeType(in.dtype), v, in.acc));
+      return;
+    case InstKind::Accumulate: {
+      const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(in.acc)];
+      line(fmt::format("a{0} = {1}::apply(a{0}, {2});", in.acc, reduceOpName(acc.op), a[0]));
+      return;
+    }
+    case InstKind::Op:
+      line(fmt::format("const {} {} = {};", typeOf(id), v, opExpr(in, inst(in.args[0]).dtype, a)));
+      return;
+  }
+}
+
+void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit,
+                             const std::string& itExpr) {
+  (void)itExpr;
+  const int V = s_.vec;
+  line(fmt::format("const bool full = k0 + {} <= {};", V, limit));
+  // Vector loads before the element loop, vector store buffers after it.
+  std::vector<int> vstores;
+  for (int id : b.insts) {
+    const Inst& in = inst(id);
+    if (!s_.vectorAccess[static_cast<size_t>(id)]) continue;
+    if (in.kind == InstKind::Load && !reads_.count(id)) {
+      std::string st = storageType(in.dtype);
+      std::string base = exprAt(in.args[0], "k0");
+      line(fmt::format("alignas(16) {} L{}[{}];", st, id, V));
+      line(fmt::format("if (full) stitch::load_vec<{}>({} + {}, L{});", V, buffer(in.buffer), base, id));
+      line(fmt::format("else for (int v = 0; v < {}; ++v) if (k0 + v < {}) L{}[v] = {}[{} + v];", V,
+                       limit, id, buffer(in.buffer), base));
+    } else if (in.kind == InstKind::Store) {
+      line(fmt::format("alignas(16) {} W{}[{}];", storageType(in.dtype), id, V));
+      vstores.push_back(id);
+    }
+  }
+  line("#pragma unroll");
+  line(fmt::format("for (int v = 0; v < {}; ++v) {{", V));
+  ++indent_;
+  line(fmt::format("const {} k = k0 + v;", idx_));
+  line(fmt::format("if (k < {}) {{", limit));
+  ++indent_;
+  for (int id : b.insts) emitInst(id);
+  --indent_;
+  line("}");
+  --indent_;
+  line("}");
+  for (int id : vstores) {
+    const Inst& in = inst(id);
+    std::string base = exprAt(in.args[0], "k0");
+    std::string guard = storeGuard_.empty() ? "" : fmt::format("if ({}) ", storeGuard_);
+    line(fmt::format("{}{{", guard));
+    ++indent_;
+    line(fmt::format("if (full) stitch::store_vec<{}>({} + {}, W{});", V, buffer(in.buffer), base, id));
+    line(fmt::format("else for (int v = 0; v < {}; ++v) if (k0 + v < {}) {}[{} + v] = W{}[v];", V,
+                     limit, buffer(in.buffer), base, id));
+    --indent_;
+    line("}");
+  }
+}
+
+void PhaseEmitter::emitLoopPhase() {
+  const int V = s_.vec;
+  storeGuard_.clear();
+  line("(void)smem;");
+  line(fmt::format("for ({0} g = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;; g += static_cast<{0}>(gridDim.x) * {1}) {{",
+                   idx_, ks_.block));
+  ++indent_;
+  line(fmt::format("const {} k0 = g * {};", idx_, V));
+  line(fmt::format("if (k0 >= {}) break;", ph_.total));
+  emitGroup(ph_.elems, fmt::format("{}", ph_.total), "");
+  --indent_;
+  line("}");
+}
+
+std::string PhaseEmitter::cacheKey(int loadId) const {
+  const Inst& in = inst(loadId);
+  return fmt::format("{}@{}", in.buffer, exprAt(in.args[0], "k"));
+}
+
+// Loads repeated across the row walks (stages, then the element walk) of an unrolled reduce
+// phase: the first walk keeps what it loads in registers (c<n>[items * V]), later walks read it.
+void PhaseEmitter::planCache() {
+  if (!s_.unrolled) return;
+  std::vector<const lower::Block*> walks;
+  for (const lower::Stage& st : ph_.stages) walks.push_back(&st.body);
+  walks.push_back(&ph_.elems);
+  std::map<std::string, std::pair<int, size_t>> first;  // key -> (load id, walk)
+  std::map<std::string, int> cacheOf;
+  for (size_t w = 0; w < walks.size(); ++w) {
+    for (int id : walks[w]->insts) {
+      if (inst(id).kind != InstKind::Load) continue;
+      std::string key = cacheKey(id);
+      auto it = first.find(key);
+      if (it == first.end()) {
+        first.emplace(key, std::make_pair(id, w));
+        continue;
+      }
+      if (it->second.second == w) continue;
+      int c;
+      if (auto ci = cacheOf.find(key); ci != cacheOf.end()) {
+        c = ci->second;
+      } else {
+        c = static_cast<int>(cacheOf.size());
+        cacheOf.emplace(key, c);
+        fills_[it->second.first] = c;
+        cacheType_[c] = inst(id).dtype;
+      }
+      reads_[id] = c;
+    }
+  }
+}
+
+void PhaseEmitter::emitRowWalk(const lower::Block& b, int blockNo) {
+  (void)blockNo;
+  const int V = s_.vec;
+  std::string it = s_.unrolled ? "int" : idx_;
+  if (s_.unrolled) line("#pragma unroll");
+  line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+  ++indent_;
+  line(fmt::format("const {0} k0 = (static_cast<{0}>(it) * {1} + lane) * {2};", idx_, s_.lanes, V));
+  if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", ph_.rowLength));
+  emitGroup(b, fmt::format("{}", ph_.rowLength), "it");
+  --indent_;
+  line("}");
+}
+
+void PhaseEmitter::emitReducePhase() {
+  const int UX = s_.unitsPerBlock, TK = s_.lanes;
+  line("const int tid = threadIdx.x;");
+  line(s_.rowMajor ? fmt::format("const int lane = tid % {};", TK)
+                   : fmt::format("const int lane = tid / {};", UX));
+  line(s_.rowMajor ? fmt::format("const int ux = tid / {};", TK)
+                   : fmt::format("const int ux = tid % {};", UX));
+  line(fmt::format("for ({0} vb = blockIdx.x; vb < {1}; vb += gridDim.x) {{", idx_, s_.blocks));
+  ++indent_;
+  line(fmt::format("{} unit = vb * {} + ux;", idx_, UX));
+  line(fmt::format("const bool active = unit < {};", ph_.units));
+  // Lanes past the last unit compute on the last one (in bounds) and store nothing.
+  line(fmt::format("if (!active) unit = {};", ph_.units - 1));
+  storeGuard_ = "active";
+  for (int id : ph_.pre.insts) {
+    emitInst(id);
+    outer_[static_cast<size_t>(id)] = true;
+  }
+  for (int id : ph_.post.insts) outer_[static_cast<size_t>(id)] = true;  // for cache keys
+  planCache();
+  for (int id : ph_.post.insts) outer_[static_cast<size_t>(id)] = false;
+  for (auto [c, t] : cacheType_)
+    line(fmt::format("{} c{}[{}];", computeType(t), c, s_.items * s_.vec));
+  for (size_t si = 0; si < ph_.stages.size(); ++si) {
+    const lower::Stage& st = ph_.stages[si];
+    for (int a : st.accs) {
+      const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
+      std::string ct = computeType(acc.dtype);
+      line(fmt::format("{0} a{1} = {2}::identity<{0}>();", ct, a, reduceOpName(acc.op)));
+    }
+    emitRowWalk(st.body, static_cast<int>(si));
+    for (int a : st.accs) {
+      const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
+      std::string ct = computeType(acc.dtype);
+      line(fmt::format("a{0} = stitch::unit_reduce<{1}, {2}, {3}, {4}>(a{0}, reinterpret_cast<{5}*>(smem));",
+                       a, reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
+      std::string fin = fmt::format("a{}", a);
+      if (acc.op == lower::ReduceOp::Mean)
+        fin = fmt::format("a{} / static_cast<{}>({})", a, ct, acc.count);
+      line(fmt::format("const {} f{} = {};", ct, a, roundTo(acc.dtype, fin)));
+    }
+  }
+  storeGuard_ = "active && lane == 0";
+  for (int id : ph_.post.insts) {
+    emitInst(id);
+    outer_[static_cast<size_t>(id)] = true;
+  }
+  storeGuard_ = "active";
+  if (!ph_.elems.insts.empty()) emitRowWalk(ph_.elems, static_cast<int>(ph_.stages.size()));
+  --indent_;
+  line("}");
+}
+
+void PhaseEmitter::emitFunction(int index, const std::string& params) {
+  out_ += fmt::format("static STITCH_DEVICE void stitch_phase{}({}, unsigned char* smem) {{\n", index,
+                      params);
+  if (ph_.reduce) emitReducePhase();
+  else emitLoopPhase();
+  out_ += "}\n\n";
+}
+
+}  // namespace
+
+GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& target,
+                              const GpuEmitOptions& options) {
+  GpuKernelSource r;
+  r.schedule = scheduleKernel(p, target, options.aligned);
+  const KernelSchedule& ks = r.schedule;
+  std::unique_ptr<Dialect> dialect;
+  if (target.vendor == GpuVendor::Amd) dialect = std::make_unique<HipDialect>();
+  else dialect = std::make_unique<CudaDialect>();
+
+  std::vector<bool> written(p.params.size(), false);
+  for (const lower::Phase& ph : p.phases)
+    for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.buffers.size(); ++b)
+      written[static_cast<size_t>(ph.buffers[b])] = true;
+  std::string params, args;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    params += fmt::format("{}{}{}* __restrict__ p{}", i ? ", " : "", written[i] ? "" : "const ",
+                          storageType(p.params[i].dtype), i);
+    args += fmt::format("{}p{}", i ? ", " : "", i);
+  }
+  if (p.params.empty()) {
+    params = "int unused";
+    args = "0";
+  }
+
+  std::string& out = r.source;
+  out += dialect->prelude();
+  out += fmt::format("// {} phase(s), {} threads per block, {}-bit indices, {}\n", p.phases.size(),
+                     ks.block, ks.index64 ? 64 : 32, ks.aligned ? "16-byte aligned" : "unaligned");
+  out += "#include \"stitch/stitch.cuh\"\n\n";
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    const PhaseSchedule& s = ks.phases[i];
+    out += fmt::format("// phase {} ({}): {}\n", i, p.phases[i].name,
+                       !s.reduce ? fmt::format("loop over {} elements, {} per group",
+                                               p.phases[i].total, s.vec)
+                                 : fmt::format("{} units of {}, {} per block, {} lanes each ({}), "
+                                               "{} groups of {} per lane{}",
+                                               p.phases[i].units, p.phases[i].rowLength,
+                                               s.unitsPerBlock, s.lanes,
+                                               s.rowMajor ? "row" : "column tile", s.items, s.vec,
+                                               s.unrolled ? ", unrolled" : ""));
+    PhaseEmitter(p, p.phases[i], s, ks, out).emitFunction(static_cast<int>(i), params);
+  }
+  int smemWords = std::max(1, (ks.sharedBytes + 7) / 8);
+  auto entry = [&](const std::string& name, const std::string& extra,
+                   const std::vector<size_t>& phases) {
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}{}) {{\n", ks.block,
+                       name, params, extra);
+    out += fmt::format("  __shared__ double smem[{}];\n", smemWords);
+    for (size_t k = 0; k < phases.size(); ++k) {
+      if (k) out += "  stitch::grid_barrier(stitch_bar);\n";
+      out += fmt::format("  stitch_phase{}({}, reinterpret_cast<unsigned char*>(smem));\n",
+                         phases[k], args);
+    }
+    out += "}\n\n";
+  };
+  std::vector<size_t> all;
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    std::string name = fmt::format("stitch_p{}", i);
+    entry(name, "", {i});
+    r.phases.push_back(GpuLaunch{name, ks.phases[i].blocks, ks.block, smemWords * 8});
+    all.push_back(i);
+  }
+  if (p.phases.size() > 1) {
+    entry("stitch_all", ", stitch::u32* __restrict__ stitch_bar", all);
+    int64_t grid = 1;
+    for (const GpuLaunch& l : r.phases) grid = std::max(grid, l.grid);
+    r.cooperative = GpuLaunch{"stitch_all", grid, ks.block, smemWords * 8};
+  }
+  return r;
+}
+
+}  // namespace stitch::codegen
