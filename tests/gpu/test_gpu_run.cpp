@@ -106,6 +106,9 @@ struct Totals {
 // "" or a reproducer.
 std::string check(rt::gpu::GpuRuntime& gpu, const gputest::NamedGraph& ng, uint64_t seed,
                   fusion::Mode mode, const RunOptions& o, Totals& totals) {
+  // Progress on stdout, so a hang names its graph (ctest --output-on-failure shows it).
+  std::cout << "  " << ng.name << " mode " << fusion::modeName(mode)
+            << (o.aligned ? "" : " unaligned") << (o.cooperative ? "" : " per-phase") << std::endl;
   ir::Graph g = passes::runPasses(ng.graph);
   fusion::PlannerOptions po;
   po.mode = mode;
