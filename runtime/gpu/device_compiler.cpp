@@ -88,7 +88,6 @@ class RtcCompiler : public DeviceCompiler {
                  fns_.errorString(r));
     binary.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (lock.owns_lock()) lock.unlock();
 
     binary.arch = arch;
     binary.log = std::move(compilerLog);
@@ -100,7 +99,7 @@ class RtcCompiler : public DeviceCompiler {
                 binary.registers, usage.stackBytes);
     if (binary.spillBytes > 0)
       log().warn(
-          "{}: '{}' for {} spills registers ({} bytes of spill traffic, {} registers per "
+          "{}: '{}' for {} spills registers ({} bytes of spills reported, {} registers per "
           "thread); expect it to run slower",
           name_, programName, arch, binary.spillBytes, binary.registers);
     return binary;
