@@ -104,18 +104,19 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
       STITCH_INTERNAL(p != nullptr || b.elements == 0, "value %{} has no device pointer", b.value);
       pointers.push_back(p);
     }
-    bool coop = cooperative && k->cooperativeFn;
+    const LoadedCode& c = *k->code;
+    bool coop = cooperative && c.cooperativeFn;
     if (coop) pointers.push_back(barrier);
     args.clear();
     for (void*& p : pointers) args.push_back(&p);
     if (coop) {
-      device.launchCooperative(k->cooperativeFn, k->cooperativeGrid, k->block, 0, stream,
+      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.block, 0, stream,
                                args.data());
       barrier += 2;
       continue;
     }
-    for (size_t i = 0; i < k->phases.size(); ++i)
-      device.launch(k->phaseFns[i], k->phases[i].grid, k->phases[i].block, 0, stream, args.data());
+    for (size_t i = 0; i < c.phases.size(); ++i)
+      device.launch(c.phaseFns[i], c.phases[i].grid, c.phases[i].block, 0, stream, args.data());
   }
 }
 

@@ -14,8 +14,8 @@ namespace stitch::rt::gpu {
 
 namespace {
 
-// A loaded kernel's payload on disk: the binary, then the launch data the loader needs again.
-// Only the binary is stored; the launch data comes back from the (cheap, deterministic) emitter.
+// The disk payload is the binary alone: the launch data comes back from the (cheap,
+// deterministic) emitter, whose source is what the key hashes.
 std::string compilerOptionsKey(const DeviceCompiler& c) { return std::string(c.name()) + "-O3"; }
 
 }  // namespace
@@ -75,7 +75,7 @@ GpuRuntime::GpuRuntime(Device* device, DeviceCompiler* compiler)
     : device_(device), compiler_(compiler), target_(codegen::gpuTarget(device->arch())) {
   target_.smCount = device->smCount();
   target_.warpSize = device->warpSize();
-  cache_ = KernelCache<GpuKernel>::fromEnv(/*memoryCapacity=*/4096);
+  cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
   log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
               target_.arch, target_.smCount, target_.warpSize, compiler->name());
 }
@@ -99,17 +99,11 @@ std::shared_ptr<const GpuKernel> GpuRuntime::kernel(const lower::KernelProgram& 
                 key.graphFingerprint, bin.seconds * 1e3, bin.registers, bin.bytes.size());
     return std::move(bin.bytes);
   };
-  auto load = [&](const std::vector<uint8_t>& bytes) -> std::shared_ptr<GpuKernel> {
+  auto load = [&](const std::vector<uint8_t>& bytes) -> std::shared_ptr<LoadedCode> {
     device_->makeCurrent();
-    auto k = std::make_shared<GpuKernel>();
+    auto k = std::make_shared<LoadedCode>();
     k->module = device_->loadModule(bytes);
     k->block = src.schedule.block;
-    k->written.assign(p.params.size(), false);
-    for (const lower::Phase& ph : p.phases)
-      for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.buffers.size(); ++b)
-        k->written[static_cast<size_t>(ph.buffers[b])] = true;
-    for (const lower::Param& q : p.params)
-      k->params.push_back(cpu::KernelBuffer{q.value, q.scratch, q.dtype, q.elements});
     k->phases = src.phases;
     for (const codegen::GpuLaunch& l : src.phases)
       k->phaseFns.push_back(device_->function(k->module, l.function));
@@ -128,7 +122,15 @@ std::shared_ptr<const GpuKernel> GpuRuntime::kernel(const lower::KernelProgram& 
     }
     return k;
   };
-  return cache_->getOrCompile(key, compile, load);
+  auto kernel = std::make_shared<GpuKernel>();
+  kernel->code = cache_->getOrCompile(key, compile, load);
+  kernel->written.assign(p.params.size(), false);
+  for (const lower::Phase& ph : p.phases)
+    for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.buffers.size(); ++b)
+      kernel->written[static_cast<size_t>(ph.buffers[b])] = true;
+  for (const lower::Param& q : p.params)
+    kernel->params.push_back(cpu::KernelBuffer{q.value, q.scratch, q.dtype, q.elements});
+  return kernel;
 }
 
 }  // namespace stitch::rt::gpu

@@ -42,10 +42,9 @@ std::vector<DeviceHeader> deviceHeaderList();
 CompiledProgram compileProgram(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                                DeviceCompiler& compiler, bool aligned);
 
-// A kernel loaded on a device.
-struct GpuKernel {
-  std::vector<cpu::KernelBuffer> params;  // the entries' parameters, in order
-  std::vector<bool> written;              // per param: some phase writes it
+// Code loaded on a device: what the cache holds. Two programs that differ only in which graph
+// values they read and write print the same source, so they share this.
+struct LoadedCode {
   std::vector<codegen::GpuLaunch> phases;
   std::vector<void*> phaseFns;
   void* cooperativeFn = nullptr;  // null: single phase, or cooperative launch unavailable
@@ -54,6 +53,15 @@ struct GpuKernel {
   int registers = -1;
   int64_t spillBytes = 0;
   std::shared_ptr<const void> module;
+};
+
+// A kernel program ready to launch: its loaded code, and the graph values (or scratch slots)
+// bound to the code's parameters.
+struct GpuKernel {
+  std::vector<cpu::KernelBuffer> params;  // the entries' parameters, in order
+  std::vector<bool> written;              // per param: some phase writes it
+  std::shared_ptr<const LoadedCode> code;
+  void* cooperativeFn() const { return code->cooperativeFn; }
 };
 
 // The process-wide GPU state of one backend (cuda or hip): its device, compiler and kernel cache.
@@ -74,7 +82,7 @@ class GpuRuntime {
   Device* device_;
   DeviceCompiler* compiler_;
   codegen::GpuTarget target_;
-  std::unique_ptr<KernelCache<GpuKernel>> cache_;
+  std::unique_ptr<KernelCache<LoadedCode>> cache_;
 };
 
 }  // namespace stitch::rt::gpu

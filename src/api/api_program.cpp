@@ -251,7 +251,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
     for (const fusion::Kernel& k : plan->kernels) {
       state->programs.push_back(lower::lowerKernel(p.optimized, k, bindings));
       state->gpuKernels[1].push_back(gpu.kernel(state->programs.back(), /*aligned=*/true));
-      if (state->gpuKernels[1].back()->cooperativeFn) ++state->cooperativeKernels;
+      if (state->gpuKernels[1].back()->cooperativeFn()) ++state->cooperativeKernels;
     }
     std::vector<int> external(p.optimized.inputs().begin(), p.optimized.inputs().end());
     external.insert(external.end(), p.optimized.outputs().begin(), p.optimized.outputs().end());

@@ -23,7 +23,20 @@ struct NamedGraph {
   ir::Bindings bindings;
 };
 
-inline std::vector<NamedGraph> exampleGraphs(std::vector<int64_t> sizes = {64, 333}) {
+inline int64_t inputElements(const ir::Graph& g, const ir::Bindings& b) {
+  int64_t total = 0;
+  for (int id : g.inputs()) {
+    int64_t n = 1;
+    for (int64_t e : ir::concretize(g.node(id).type.shape, b)) n *= e;
+    total += n;
+  }
+  return total;
+}
+
+// Every example graph at each of `sizes` for all its symbols, scaled down to at most
+// `maxElements` input elements.
+inline std::vector<NamedGraph> exampleGraphs(std::vector<int64_t> sizes = {64, 333},
+                                             int64_t maxElements = int64_t{1} << 20) {
   std::vector<NamedGraph> out;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(STITCH_SOURCE_DIR "/examples"))
@@ -37,10 +50,15 @@ inline std::vector<NamedGraph> exampleGraphs(std::vector<int64_t> sizes = {64, 3
       std::vector<std::string> symbols = g.symbols();
       for (int64_t n : symbols.empty() ? std::vector<int64_t>{0} : sizes) {
         NamedGraph ng{f.filename().string() + ":" + g.name(), g, {}};
-        for (const std::string& s : symbols) {
-          ng.bindings[s] = n;
-          ng.name += "[" + s + "=" + std::to_string(n) + "]";
+        for (const std::string& s : symbols) ng.bindings[s] = n;
+        // Several symbols multiply: halve them all until the inputs fit in `maxElements`.
+        while (inputElements(g, ng.bindings) > maxElements) {
+          bool shrunk = false;
+          for (auto& [s, v] : ng.bindings)
+            if (v > 1) v /= 2, shrunk = true;
+          if (!shrunk) break;
         }
+        for (const auto& [s, v] : ng.bindings) ng.name += "[" + s + "=" + std::to_string(v) + "]";
         out.push_back(std::move(ng));
       }
     }
