@@ -148,7 +148,7 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
     return s + ")";
   };
   switch (in.op) {
-    case OpCode::Neg: return fl ? r("(-" + a[0] + ")") : icall("ineg", 1);
+    case OpCode::Neg: return fl ? r("(-(" + a[0] + "))") : icall("ineg", 1);  // a may be "-1.0f"
     case OpCode::Abs: return fl ? call("fabs_", 1) : icall("iabs", 1);
     case OpCode::Relu: return fl ? call("frelu", 1) : fmt::format("stitch::imax<{0}>({1}, {0}(0))", computeType(t), a[0]);
     case OpCode::Exp: return r(call("exp_", 1));
