@@ -795,7 +795,7 @@ def supported_ops() -> List[str]:
         elif isinstance(k, type):
             names.append("nn." + k.__name__)
         else:
-            names.append(getattr(k, "__module__", "") + "." + getattr(k, "__name__", str(k)))
+            names.append(_function_name(k))
     return sorted(set(names))
 
 
@@ -820,8 +820,18 @@ def _op_name(gm: fx.GraphModule, n: fx.Node) -> str:
         return "nn." + type(gm.get_submodule(n.target)).__name__
     if n.op == "call_method":
         return "Tensor." + n.target
-    t = n.target
-    return getattr(t, "__module__", "") + "." + getattr(t, "__name__", str(t))
+    return _function_name(n.target)
+
+
+def _function_name(t: Any) -> str:
+    mod = getattr(t, "__module__", None) or ""
+    # Builtins report odd modules: F.gelu is torch._C._nn.gelu, operator.add is _operator.add.
+    mod = {"_operator": "operator", "torch._C._nn": "torch.nn.functional",
+           "torch._C._VariableFunctions": "torch", "torch._C._special": "torch.special"}.get(
+               mod, mod)
+    if not mod and getattr(torch, getattr(t, "__name__", ""), None) is t:
+        mod = "torch"
+    return (mod + "." if mod else "") + getattr(t, "__name__", str(t))
 
 
 def _module_params(gm: fx.GraphModule, n: fx.Node) -> List[Optional[str]]:

@@ -73,7 +73,7 @@ class LlamaPiece(nn.Module):
         self.up = nn.Linear(hidden, ffn, bias=False)
         self.down = nn.Linear(ffn, hidden, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, causal):
         b, s, h = x.size(0), x.size(1), x.size(2)
         n = self.norm1(x)
         q = self.q(n).view(b, s, self.heads, self.head_dim).transpose(1, 2)
@@ -81,7 +81,6 @@ class LlamaPiece(nn.Module):
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         scores = torch.matmul(q, k.transpose(2, 3)) * (self.head_dim ** -0.5)
-        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
         scores = torch.where(causal, scores, torch.full_like(scores, float("-inf")))
         probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
         attn = probs.sum(dim=1).mean(-1, keepdim=True)  # keeps the example short: no V
