@@ -1,9 +1,8 @@
 #include "runtime/backend.h"
 
-#include "runtime/gpu/gpu_kernels.h"
-
 #include <array>
 
+#include "runtime/gpu/gpu_kernels.h"
 #include "support/env.h"
 #include "support/error.h"
 

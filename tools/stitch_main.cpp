@@ -65,7 +65,8 @@ const char* kUsage =
     "                       [--iters K]\n"
     "       stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
     "                        [--fusion stitch|basic|off] [--format text|dot|json]\n"
-    "       stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
+    "       stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target "
+    "sm_90|sm_80|gfx90a|host]\n"
     "                           [--fusion stitch|basic|off] [--emit report|source]\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch --version | --help\n"
@@ -135,9 +136,9 @@ struct RunResult {
   std::vector<HostTensor> outputs;
   std::vector<double> timesMs;
   std::vector<double> callMs;  // the run call alone: host time until the work is queued
-  double firstMs = 0;     // the first run: planning, kernels made, one run
-  uint64_t compiled = 0;  // kernels compiled by the first run
-  uint64_t fromDisk = 0;  // kernels the first run loaded from the disk cache
+  double firstMs = 0;          // the first run: planning, kernels made, one run
+  uint64_t compiled = 0;       // kernels compiled by the first run
+  uint64_t fromDisk = 0;       // kernels the first run loaded from the disk cache
 };
 
 // Seeded inputs for g, with symbols bound from dims (defaults noted on stdout).
@@ -315,8 +316,7 @@ void rejectOptions(const Options& o, const char* cmd, bool planFlags, bool runFl
   for (const auto& [key, value] : o.planOptions) {
     bool ok = planFlags && (key == "target" || key == "fusion" ||
                             (key == "format" && c == "plan") || (key == "emit" && c == "codegen"));
-    if (!ok)
-      throw UsageError{fmt::format("--{} is not an option of `stitch {}`", key, cmd)};
+    if (!ok) throw UsageError{fmt::format("--{} is not an option of `stitch {}`", key, cmd)};
   }
   if (!runFlags && (o.backend || o.check || o.iters))
     throw UsageError{fmt::format("--backend, --check and --iters are options of `stitch run`")};
@@ -355,7 +355,8 @@ int cmdExplain(const std::vector<std::string>& args, const char* cmd) {
         }
       }
     std::fflush(stderr);
-    fmt::print("{}", codegen ? g.codegen(o.planOptions, sizes) : g.explainPlan(o.planOptions, sizes));
+    fmt::print("{}",
+               codegen ? g.codegen(o.planOptions, sizes) : g.explainPlan(o.planOptions, sizes));
     std::fflush(stdout);
   }
   return kOk;

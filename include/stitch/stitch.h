@@ -324,8 +324,7 @@ typedef enum {
 /* Copies `bytes` between host and device memory, ordered on `stream` (NULL: the default stream).
  * Host<->device copies are complete when the call returns. */
 STITCH_API stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src,
-                                              size_t bytes, stitch_copy_kind_t kind,
-                                              void* stream);
+                                              size_t bytes, stitch_copy_kind_t kind, void* stream);
 
 /* Waits until all work queued on `stream` (NULL: the default stream) is done. A no-op on the
  * host backends, whose runs are complete when stitch_program_run returns. */

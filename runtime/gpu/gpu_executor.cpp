@@ -110,8 +110,7 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     args.clear();
     for (void*& p : pointers) args.push_back(&p);
     if (coop) {
-      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.block, 0, stream,
-                               args.data());
+      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.block, 0, stream, args.data());
       barrier += 2;
       continue;
     }

@@ -56,7 +56,8 @@ GpuRuntime* GpuRuntime::get(Backend b, std::string* why) {
       s.why = reason;
       return;
     }
-    DeviceCompiler* compiler = b == Backend::Cuda ? nvrtcCompiler(&reason) : hiprtcCompiler(&reason);
+    DeviceCompiler* compiler =
+        b == Backend::Cuda ? nvrtcCompiler(&reason) : hiprtcCompiler(&reason);
     if (!compiler) {
       s.why = reason;
       return;
@@ -81,7 +82,8 @@ GpuRuntime::GpuRuntime(Device* device, DeviceCompiler* compiler)
 }
 
 std::shared_ptr<const GpuKernel> GpuRuntime::kernel(const lower::KernelProgram& p, bool aligned) {
-  codegen::GpuKernelSource src = codegen::emitGpuKernel(p, target_, codegen::GpuEmitOptions{aligned});
+  codegen::GpuKernelSource src =
+      codegen::emitGpuKernel(p, target_, codegen::GpuEmitOptions{aligned});
   CacheKey key;
   key.graphFingerprint = fnv1a64(src.source);
   for (const lower::Param& q : p.params)

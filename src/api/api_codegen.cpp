@@ -47,8 +47,8 @@ std::string codegenGpu(const ir::Graph& g, const fusion::Plan& plan, const ir::B
     std::string why;
     compiler = t.vendor == codegen::GpuVendor::Amd ? rt::gpu::hiprtcCompiler(&why)
                                                    : rt::gpu::nvrtcCompiler(&why);
-    STITCH_CHECK(compiler != nullptr, ErrorCode::BackendUnavailable,
-                 "cannot compile for {}: {}", target, why);
+    STITCH_CHECK(compiler != nullptr, ErrorCode::BackendUnavailable, "cannot compile for {}: {}",
+                 target, why);
   }
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const fusion::Kernel& k = plan.kernels[i];
@@ -83,7 +83,8 @@ std::string codegenHost(const ir::Graph& g, const fusion::Plan& plan, const ir::
     }
     auto t0 = std::chrono::steady_clock::now();
     auto phases = rt::cpu::HostCompiler::instance().compile(g, k, b);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     text += fmt::format("  {}: compiled (or found in the kernel cache) by LLVM ORC in {:.1f} ms\n",
                         kernelSummary(g, k, i, p), ms);
   }
@@ -128,23 +129,13 @@ stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* ke
                  env::joinChoices(kEmitChoices));
     // The cost model prices the target's family (sm_86 plans as sm_80 would, for instance).
     std::string profileName = "host";
-    if (target != "host") {
-      codegen::GpuTarget t = codegen::gpuTarget(target);  // validates the name
-      profileName = t.vendor == codegen::GpuVendor::Amd ? "gfx90a"
-                    : t.computeCapability >= 90         ? "sm_90"
-                                                        : "sm_80";
-    }
-    const ir::Graph& g = graph->graph();
-    ir::verify(g);
-    ir::Bindings bindings = api::bindingsFor(g, symbols, sizes, num_symbols);
-    ir::Graph optimized = passes::runPasses(g);
-    fusion::PlannerOptions options;
-    options.mode = mode;
-    fusion::Plan plan =
-        fusion::planGraph(optimized, bindings, *fusion::findProfile(profileName), options);
+    if (target != "host") profileName = codegen::costProfileName(codegen::gpuTarget(target));
+    api::PlannedGraph p =
+        api::planForSizes(graph->graph(), profileName, mode, symbols, sizes, num_symbols);
     bool source = emit == "source";
-    std::string text = target == "host" ? codegenHost(optimized, plan, bindings, source)
-                                        : codegenGpu(optimized, plan, bindings, target, source);
+    std::string text = target == "host"
+                           ? codegenHost(p.optimized, p.plan, p.bindings, source)
+                           : codegenGpu(p.optimized, p.plan, p.bindings, target, source);
     api::copyOut(text, buf, capacity, needed);
     return STITCH_OK;
   })

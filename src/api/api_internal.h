@@ -49,6 +49,16 @@ std::vector<std::pair<std::string, std::string>> readOptions(
 ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const int64_t* sizes,
                          size_t n);
 
+// A graph planned without running, as a program would plan it: verified, through the passes,
+// planned for `profile` in `mode` under the given symbol sizes.
+struct PlannedGraph {
+  ir::Graph optimized;
+  ir::Bindings bindings;
+  fusion::Plan plan;
+};
+PlannedGraph planForSizes(const ir::Graph& g, const std::string& profile, fusion::Mode mode,
+                          const char* const* symbols, const int64_t* sizes, size_t n);
+
 }  // namespace stitch::api
 
 // A graph handle. It owns a builder holding the graph; graphs borrowed from a module are owned by

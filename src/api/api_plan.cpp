@@ -58,6 +58,21 @@ ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const i
   return bindings;
 }
 
+PlannedGraph planForSizes(const ir::Graph& g, const std::string& profileName, fusion::Mode mode,
+                          const char* const* symbols, const int64_t* sizes, size_t n) {
+  auto profile = fusion::findProfile(profileName);
+  STITCH_CHECK(profile.has_value(), ErrorCode::InvalidArgument,
+               "unknown target '{}'; valid targets: {}", profileName, fusion::profileNames());
+  ir::verify(g);
+  PlannedGraph p;
+  p.bindings = bindingsFor(g, symbols, sizes, n);
+  p.optimized = passes::runPasses(g);
+  fusion::PlannerOptions options;
+  options.mode = mode;
+  p.plan = fusion::planGraph(p.optimized, p.bindings, *profile, options);
+  return p;
+}
+
 }  // namespace stitch::api
 
 namespace {
@@ -92,22 +107,14 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
       else if (k == "fusion") mode = fusion::parseMode(v);
       else format = v;
     }
-    auto profile = fusion::findProfile(target);
-    STITCH_CHECK(profile.has_value(), ErrorCode::InvalidArgument,
-                 "unknown target '{}'; valid targets: {}", target, fusion::profileNames());
     STITCH_CHECK(std::find(kFormats.begin(), kFormats.end(), format) != kFormats.end(),
                  ErrorCode::InvalidArgument, "unknown plan format '{}'; valid formats: {}", format,
                  env::joinChoices(kFormats));
-    const ir::Graph& g = graph->graph();
-    ir::verify(g);
-    ir::Bindings bindings = api::bindingsFor(g, symbols, sizes, num_symbols);
-    ir::Graph optimized = passes::runPasses(g);
-    fusion::PlannerOptions options;
-    options.mode = mode;
-    fusion::Plan plan = fusion::planGraph(optimized, bindings, *profile, options);
-    std::string text = format == "json"  ? fusion::explainJson(optimized, plan)
-                       : format == "dot" ? fusion::explainDot(optimized, plan)
-                                         : fusion::explainText(optimized, plan);
+    api::PlannedGraph p =
+        api::planForSizes(graph->graph(), target, mode, symbols, sizes, num_symbols);
+    std::string text = format == "json"  ? fusion::explainJson(p.optimized, p.plan)
+                       : format == "dot" ? fusion::explainDot(p.optimized, p.plan)
+                                         : fusion::explainText(p.optimized, p.plan);
     api::copyOut(text, buf, capacity, needed);
     return STITCH_OK;
   })

@@ -194,17 +194,11 @@ std::vector<ir::ConcreteInput> signatureOf(const stitch_program_s& p, const DLTe
   return sig;
 }
 
-// The hardware profile a backend's plans are priced for.
-const fusion::HardwareProfile& profileFor(rt::Backend b) {
+// The hardware profile a backend's plans are priced for: the device's family on the GPUs.
+fusion::HardwareProfile profileFor(rt::Backend b) {
+  if (isGpu(b))
+    return *fusion::findProfile(std::string(codegen::costProfileName(gpuRuntime(b).target())));
   static const fusion::HardwareProfile host = *fusion::findProfile("host");
-  static const fusion::HardwareProfile sm90 = *fusion::findProfile("sm_90");
-  static const fusion::HardwareProfile gfx = *fusion::findProfile("gfx90a");
-  switch (b) {
-    case rt::Backend::Cuda: return sm90;
-    case rt::Backend::Hip: return gfx;
-    case rt::Backend::Reference:
-    case rt::Backend::Cpu: return host;
-  }
   return host;
 }
 
@@ -275,6 +269,33 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   return state;
 }
 
+// Each output value is written by the kernels once, into the first output that names it.
+bool writtenByKernels(const ir::Graph& g, size_t j) {
+  auto outputs = g.outputs();
+  return g.node(outputs[j]).op != ir::OpCode::Input &&
+         std::find(outputs.begin(), outputs.end(), outputs[j]) == outputs.begin() + j;
+}
+
+// Outputs that are graph inputs, or repeat an earlier output, are filled after the kernels by
+// copy(dst, src, bytes).
+template <class Copy>
+void fillAliasedOutputs(const ir::Graph& g, std::span<const reference::TensorView> in,
+                        std::span<const reference::MutTensorView> out, Copy&& copy) {
+  auto outputs = g.outputs();
+  for (size_t j = 0; j < out.size(); ++j) {
+    size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
+    for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
+    if (bytes == 0 || writtenByKernels(g, j)) continue;
+    if (g.node(outputs[j]).op == ir::OpCode::Input) {
+      auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
+      copy(out[j].data, in[static_cast<size_t>(pos)].data, bytes);
+    } else {
+      auto first = std::find(outputs.begin(), outputs.end(), outputs[j]) - outputs.begin();
+      copy(out[j].data, out[static_cast<size_t>(first)].data, bytes);
+    }
+  }
+}
+
 #if defined(STITCH_HAVE_LLVM)
 // Runs the compiled kernels of `state` on the caller's tensors. Intermediates live in an arena of
 // the state's pool; steady-state runs allocate nothing.
@@ -286,29 +307,11 @@ void runOnHost(const stitch_program_s& p, SignatureState& state,
   thread_local rt::cpu::ValueBuffers values;
   values.clear();
   for (size_t i = 0; i < in.size(); ++i) values.bind(g.inputs()[i], const_cast<void*>(in[i].data));
-  // Each output value is written once, into the first output that names it; outputs that are
-  // graph inputs, or repeat an earlier output, are copied afterwards.
-  auto outputs = g.outputs();
-  auto firstIndex = [&](size_t j) {
-    return static_cast<size_t>(std::find(outputs.begin(), outputs.end(), outputs[j]) -
-                               outputs.begin());
-  };
   for (size_t j = 0; j < out.size(); ++j)
-    if (g.node(outputs[j]).op != ir::OpCode::Input && firstIndex(j) == j)
-      values.bind(outputs[j], out[j].data);
+    if (writtenByKernels(g, j)) values.bind(g.outputs()[j], out[j].data);
   rt::cpu::runKernels(state.kernels, state.slots, values, *arena, rt::cpu::sharedPool());
-  for (size_t j = 0; j < out.size(); ++j) {
-    size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
-    for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
-    if (bytes == 0) continue;
-    const ir::Node& n = g.node(outputs[j]);
-    if (n.op == ir::OpCode::Input) {
-      auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
-      std::memmove(out[j].data, in[static_cast<size_t>(pos)].data, bytes);
-    } else if (size_t f = firstIndex(j); f != j) {
-      std::memmove(out[j].data, out[f].data, bytes);
-    }
-  }
+  fillAliasedOutputs(
+      g, in, out, [](void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); });
 }
 #endif
 
@@ -325,21 +328,18 @@ void runOnGpu(const stitch_program_s& p, SignatureState& state,
   rt::gpu::Device& device = gpu.device();
   device.makeCurrent();
   bool aligned = true;
-  auto check = [&](const void* ptr) { aligned = aligned && reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  auto check = [&](const void* ptr) {
+    aligned = aligned && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  };
   thread_local std::vector<void*> values;
   values.assign(g.nodes().size(), nullptr);
   for (size_t i = 0; i < in.size(); ++i) {
     values[static_cast<size_t>(g.inputs()[i])] = const_cast<void*>(in[i].data);
     check(in[i].data);
   }
-  auto outputs = g.outputs();
-  auto firstIndex = [&](size_t j) {
-    return static_cast<size_t>(std::find(outputs.begin(), outputs.end(), outputs[j]) -
-                               outputs.begin());
-  };
   for (size_t j = 0; j < out.size(); ++j)
-    if (g.node(outputs[j]).op != ir::OpCode::Input && firstIndex(j) == j) {
-      values[static_cast<size_t>(outputs[j])] = out[j].data;
+    if (writtenByKernels(g, j)) {
+      values[static_cast<size_t>(g.outputs()[j])] = out[j].data;
       check(out[j].data);
     }
   std::span<const std::shared_ptr<const rt::gpu::GpuKernel>> kernels;
@@ -355,18 +355,9 @@ void runOnGpu(const stitch_program_s& p, SignatureState& state,
   const rt::gpu::GpuArenas::Arena& arena =
       state.gpuArenas->forStream(stream, state.gpuSlots, state.cooperativeKernels);
   rt::gpu::runGpuKernels(device, kernels, state.gpuSlots, values, arena, stream);
-  for (size_t j = 0; j < out.size(); ++j) {
-    size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
-    for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
-    if (bytes == 0) continue;
-    const ir::Node& n = g.node(outputs[j]);
-    if (n.op == ir::OpCode::Input) {
-      auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
-      device.copyDeviceToDevice(out[j].data, in[static_cast<size_t>(pos)].data, bytes, stream);
-    } else if (size_t f = firstIndex(j); f != j) {
-      device.copyDeviceToDevice(out[j].data, out[f].data, bytes, stream);
-    }
-  }
+  fillAliasedOutputs(g, in, out, [&](void* dst, const void* src, size_t bytes) {
+    device.copyDeviceToDevice(dst, src, bytes, stream);
+  });
 }
 
 stitch_cache_stats_t cacheStats(rt::Backend backend) {
@@ -500,8 +491,8 @@ void stitch_engine_free(stitch_engine_t engine, void* ptr) {
   }
 }
 
-stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src,
-                                   size_t bytes, stitch_copy_kind_t kind, void* stream) {
+stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src, size_t bytes,
+                                   stitch_copy_kind_t kind, void* stream) {
   STITCH_API_REQUIRE(engine);
   if (bytes) {
     STITCH_API_REQUIRE(dst);

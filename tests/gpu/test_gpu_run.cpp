@@ -31,9 +31,9 @@ rt::gpu::GpuRuntime* cudaOrSkip(std::string* why) {
   return rt::gpu::GpuRuntime::get(rt::Backend::Cuda, why);
 }
 
-#define REQUIRE_CUDA(var)                                                    \
-  std::string why_;                                                          \
-  rt::gpu::GpuRuntime* var = cudaOrSkip(&why_);                              \
+#define REQUIRE_CUDA(var)                       \
+  std::string why_;                             \
+  rt::gpu::GpuRuntime* var = cudaOrSkip(&why_); \
   if (!var) GTEST_SKIP() << "no CUDA device or NVRTC here: " << why_;
 
 struct RunOptions {
@@ -74,7 +74,8 @@ std::vector<reference::HostTensor> runPlan(rt::gpu::GpuRuntime& gpu, const ir::G
   for (size_t i = 0; i < inputs.size(); ++i) {
     int id = g.inputs()[i];
     char* p = buffer(id);
-    std::vector<uint8_t> bytes(static_cast<size_t>(inputs[i].numel() * ir::dtypeBytes(inputs[i].dtype)) + 1);
+    std::vector<uint8_t> bytes(
+        static_cast<size_t>(inputs[i].numel() * ir::dtypeBytes(inputs[i].dtype)) + 1);
     reference::encode(inputs[i], {inputs[i].dtype, inputs[i].shape, bytes.data()});
     d.copyToDevice(p, bytes.data(), bytes.size() - 1, nullptr);
     values[static_cast<size_t>(id)] = p;
@@ -112,8 +113,8 @@ std::string check(rt::gpu::GpuRuntime& gpu, const gputest::NamedGraph& ng, uint6
   ir::Graph g = passes::runPasses(ng.graph);
   fusion::PlannerOptions po;
   po.mode = mode;
-  const fusion::HardwareProfile& profile = *fusion::findProfile(
-      gpu.target().computeCapability >= 90 ? "sm_90" : "sm_80");
+  const fusion::HardwareProfile profile =
+      *fusion::findProfile(std::string(codegen::costProfileName(gpu.target())));
   fusion::Plan plan = fusion::planGraph(g, ng.bindings, profile, po);
   // The reference answer is the slow part: computed once per graph and seed.
   static std::string lastKey;
@@ -157,7 +158,8 @@ TEST(CudaBackend, EveryExampleMatchesTheReference) {
   Totals totals;
   for (const gputest::NamedGraph& ng : gputest::exampleGraphs({64, 333}, int64_t{1} << 18)) {
     // Fused: cooperative, one launch per phase, unaligned buffers; basic and off: the default.
-    for (RunOptions o : {RunOptions{true, true}, RunOptions{true, false}, RunOptions{false, true}}) {
+    for (RunOptions o :
+         {RunOptions{true, true}, RunOptions{true, false}, RunOptions{false, true}}) {
       std::string f = check(*gpu, ng, 7, fusion::Mode::Stitch, o, totals);
       EXPECT_TRUE(f.empty()) << f;
     }

@@ -76,9 +76,12 @@ std::string roundTo(DType t, const std::string& e) {
 
 std::string floatLiteral(double v, DType t) {
   bool f64 = t == DType::F64;
-  if (std::isnan(v)) return f64 ? "stitch::f64_bits(0x7ff8000000000000ull)" : "stitch::f32_bits(0x7fc00000u)";
+  if (std::isnan(v))
+    return f64 ? "stitch::f64_bits(0x7ff8000000000000ull)" : "stitch::f32_bits(0x7fc00000u)";
   if (std::isinf(v)) {
-    if (f64) return v > 0 ? "stitch::f64_bits(0x7ff0000000000000ull)" : "stitch::f64_bits(0xfff0000000000000ull)";
+    if (f64)
+      return v > 0 ? "stitch::f64_bits(0x7ff0000000000000ull)"
+                   : "stitch::f64_bits(0xfff0000000000000ull)";
     return v > 0 ? "stitch::f32_bits(0x7f800000u)" : "stitch::f32_bits(0xff800000u)";
   }
   // Hexadecimal literals are exact; the value is already representable in the compute type.
@@ -150,7 +153,9 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
   switch (in.op) {
     case OpCode::Neg: return fl ? r("(-(" + a[0] + "))") : icall("ineg", 1);  // a may be "-1.0f"
     case OpCode::Abs: return fl ? call("fabs_", 1) : icall("iabs", 1);
-    case OpCode::Relu: return fl ? call("frelu", 1) : fmt::format("stitch::imax<{0}>({1}, {0}(0))", computeType(t), a[0]);
+    case OpCode::Relu:
+      return fl ? call("frelu", 1)
+                : fmt::format("stitch::imax<{0}>({1}, {0}(0))", computeType(t), a[0]);
     case OpCode::Exp: return r(call("exp_", 1));
     case OpCode::Log: return r(call("log_", 1));
     case OpCode::Log1p: return r(call("log1p_", 1));
@@ -252,6 +257,7 @@ class PhaseEmitter {
   void emitInst(int id);
   // One group of V elements starting at k0 (declared by the caller), bounded by `limit`.
   void emitGroup(const lower::Block& b, const std::string& limit, const std::string& itExpr);
+  void partialGroup(const std::string& statement, const std::string& limit);
   void emitLoopPhase();
   void emitReducePhase();
   void emitRowWalk(const lower::Block& b, int blockNo);
@@ -278,9 +284,11 @@ std::string PhaseEmitter::indexExpr(const Inst& in, const std::vector<std::strin
     case InstKind::IMulC: return fmt::format("({} * {})", a[0], in.ivalue);
     // Operands of divisions are never negative: unsigned division is cheaper.
     case InstKind::IDivC:
-      return fmt::format("static_cast<{}>(static_cast<{}>({}) / {}u)", idx_, uidx_, a[0], in.ivalue);
+      return fmt::format("static_cast<{}>(static_cast<{}>({}) / {}u)", idx_, uidx_, a[0],
+                         in.ivalue);
     case InstKind::IRemC:
-      return fmt::format("static_cast<{}>(static_cast<{}>({}) % {}u)", idx_, uidx_, a[0], in.ivalue);
+      return fmt::format("static_cast<{}>(static_cast<{}>({}) % {}u)", idx_, uidx_, a[0],
+                         in.ivalue);
     default: break;
   }
   throwError(ErrorCode::Internal, "gpu emitter: not an index instruction");
@@ -328,7 +336,8 @@ void PhaseEmitter::emitInst(int id) {
         return;
       }
       if (s_.vectorAccess[static_cast<size_t>(id)])
-        line(fmt::format("const {} {} = {};", ct, v, fromStorage(in.dtype, fmt::format("L{}[v]", id))));
+        line(fmt::format("const {} {} = {};", ct, v,
+                         fromStorage(in.dtype, fmt::format("L{}[v]", id))));
       else
         line(fmt::format("const {} {} = {};", ct, v,
                          fromStorage(in.dtype, fmt::format("{}[{}]", buffer(in.buffer), a[0]))));
@@ -360,6 +369,18 @@ void PhaseEmitter::emitInst(int id) {
   }
 }
 
+// The tail of a domain or row, where a group is cut short: element by element. Unrolled, so the
+// group's arrays are indexed by constants and stay in registers.
+void PhaseEmitter::partialGroup(const std::string& statement, const std::string& limit) {
+  line("else {");
+  ++indent_;
+  line("#pragma unroll");
+  line(fmt::format("for (int v = 0; v < {}; ++v)", s_.vec));
+  line(fmt::format("  if (k0 + v < {}) {}", limit, statement));
+  --indent_;
+  line("}");
+}
+
 void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit,
                              const std::string& itExpr) {
   (void)itExpr;
@@ -373,12 +394,12 @@ void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit,
     if (in.kind == InstKind::Load && !reads_.count(id)) {
       std::string st = storageType(in.dtype);
       std::string base = exprAt(in.args[0], "k0");
-      line(fmt::format("alignas(16) {} L{}[{}];", st, id, V));
-      line(fmt::format("if (full) stitch::load_vec<{}>({} + {}, L{});", V, buffer(in.buffer), base, id));
-      line(fmt::format("else for (int v = 0; v < {}; ++v) if (k0 + v < {}) L{}[v] = {}[{} + v];", V,
-                       limit, id, buffer(in.buffer), base));
+      line(fmt::format("{} L{}[{}];", st, id, V));
+      line(fmt::format("if (full) stitch::load_vec<{}>({} + {}, L{});", V, buffer(in.buffer), base,
+                       id));
+      partialGroup(fmt::format("L{}[v] = {}[{} + v];", id, buffer(in.buffer), base), limit);
     } else if (in.kind == InstKind::Store) {
-      line(fmt::format("alignas(16) {} W{}[{}];", storageType(in.dtype), id, V));
+      line(fmt::format("{} W{}[{}];", storageType(in.dtype), id, V));
       vstores.push_back(id);
     }
   }
@@ -399,9 +420,9 @@ void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit,
     std::string guard = storeGuard_.empty() ? "" : fmt::format("if ({}) ", storeGuard_);
     line(fmt::format("{}{{", guard));
     ++indent_;
-    line(fmt::format("if (full) stitch::store_vec<{}>({} + {}, W{});", V, buffer(in.buffer), base, id));
-    line(fmt::format("else for (int v = 0; v < {}; ++v) if (k0 + v < {}) {}[{} + v] = W{}[v];", V,
-                     limit, buffer(in.buffer), base, id));
+    line(fmt::format("if (full) stitch::store_vec<{}>({} + {}, W{});", V, buffer(in.buffer), base,
+                     id));
+    partialGroup(fmt::format("{}[{} + v] = W{}[v];", buffer(in.buffer), base, id), limit);
     --indent_;
     line("}");
   }
@@ -411,8 +432,10 @@ void PhaseEmitter::emitLoopPhase() {
   const int V = s_.vec;
   storeGuard_.clear();
   line("(void)smem;");
-  line(fmt::format("for ({0} g = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;; g += static_cast<{0}>(gridDim.x) * {1}) {{",
-                   idx_, ks_.block));
+  line(
+      fmt::format("for ({0} g = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;; g += "
+                  "static_cast<{0}>(gridDim.x) * {1}) {{",
+                  idx_, ks_.block));
   ++indent_;
   line(fmt::format("const {} k0 = g * {};", idx_, V));
   line(fmt::format("if (k0 >= {}) break;", ph_.total));
@@ -507,8 +530,9 @@ void PhaseEmitter::emitReducePhase() {
     for (int a : st.accs) {
       const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
       std::string ct = computeType(acc.dtype);
-      line(fmt::format("a{0} = stitch::unit_reduce<{1}, {2}, {3}, {4}>(a{0}, reinterpret_cast<{5}*>(smem));",
-                       a, reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
+      line(fmt::format(
+          "a{0} = stitch::unit_reduce<{1}, {2}, {3}, {4}>(a{0}, reinterpret_cast<{5}*>(smem));", a,
+          reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
       std::string fin = fmt::format("a{}", a);
       if (acc.op == lower::ReduceOp::Mean)
         fin = fmt::format("a{} / static_cast<{}>({})", a, ct, acc.count);
@@ -527,8 +551,8 @@ void PhaseEmitter::emitReducePhase() {
 }
 
 void PhaseEmitter::emitFunction(int index, const std::string& params) {
-  out_ += fmt::format("static STITCH_DEVICE void stitch_phase{}({}, unsigned char* smem) {{\n", index,
-                      params);
+  out_ += fmt::format("static STITCH_DEVICE void stitch_phase{}({}, unsigned char* smem) {{\n",
+                      index, params);
   if (ph_.reduce) emitReducePhase();
   else emitLoopPhase();
   out_ += "}\n\n";
@@ -567,15 +591,14 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
   out += "#include \"stitch/stitch.cuh\"\n\n";
   for (size_t i = 0; i < p.phases.size(); ++i) {
     const PhaseSchedule& s = ks.phases[i];
-    out += fmt::format("// phase {} ({}): {}\n", i, p.phases[i].name,
-                       !s.reduce ? fmt::format("loop over {} elements, {} per group",
-                                               p.phases[i].total, s.vec)
-                                 : fmt::format("{} units of {}, {} per block, {} lanes each ({}), "
-                                               "{} groups of {} per lane{}",
-                                               p.phases[i].units, p.phases[i].rowLength,
-                                               s.unitsPerBlock, s.lanes,
-                                               s.rowMajor ? "row" : "column tile", s.items, s.vec,
-                                               s.unrolled ? ", unrolled" : ""));
+    out += fmt::format(
+        "// phase {} ({}): {}\n", i, p.phases[i].name,
+        !s.reduce ? fmt::format("loop over {} elements, {} per group", p.phases[i].total, s.vec)
+                  : fmt::format("{} units of {}, {} per block, {} lanes each ({}), "
+                                "{} groups of {} per lane{}",
+                                p.phases[i].units, p.phases[i].rowLength, s.unitsPerBlock, s.lanes,
+                                s.rowMajor ? "row" : "column tile", s.items, s.vec,
+                                s.unrolled ? ", unrolled" : ""));
     PhaseEmitter(p, p.phases[i], s, ks, out).emitFunction(static_cast<int>(i), params);
   }
   int smemWords = std::max(1, (ks.sharedBytes + 7) / 8);

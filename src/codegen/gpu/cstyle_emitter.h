@@ -39,9 +39,9 @@ struct GpuLaunch {
 };
 
 struct GpuKernelSource {
-  std::string source;              // the translation unit
-  std::vector<GpuLaunch> phases;   // stitch_p<i>, run in order
-  GpuLaunch cooperative;           // stitch_all (function empty when single-phase)
+  std::string source;             // the translation unit
+  std::vector<GpuLaunch> phases;  // stitch_p<i>, run in order
+  GpuLaunch cooperative;          // stitch_all (function empty when single-phase)
   KernelSchedule schedule;
 };
 

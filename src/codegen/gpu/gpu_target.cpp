@@ -14,6 +14,11 @@ constexpr std::array<std::string_view, 3> kArchs = {"sm_90", "sm_80", "gfx90a"};
 
 std::span<const std::string_view> knownGpuArchs() { return kArchs; }
 
+std::string_view costProfileName(const GpuTarget& t) {
+  if (t.vendor == GpuVendor::Amd) return "gfx90a";
+  return t.computeCapability >= 90 ? "sm_90" : "sm_80";
+}
+
 GpuTarget gpuTarget(std::string_view arch) {
   GpuTarget t;
   t.arch = std::string(arch);

@@ -28,6 +28,10 @@ struct GpuTarget {
 // InvalidArgument listing the valid names for anything else.
 GpuTarget gpuTarget(std::string_view arch);
 
+// The cost-model profile (src/fusion/hardware.h) that prices plans for t: its family's
+// ("sm_90" for sm_90 and later, "sm_80" for earlier NVIDIA parts, "gfx90a").
+std::string_view costProfileName(const GpuTarget& t);
+
 // The architecture names accepted by gpuTarget, for messages and the CLI.
 std::span<const std::string_view> knownGpuArchs();
 

@@ -76,13 +76,13 @@ std::vector<IndexInfo> analyzeIndices(const lower::Phase& ph, int vec) {
         else if ((a.kind == IndexKind::Unit && b.kind == IndexKind::Invariant) ||
                  (a.kind == IndexKind::Invariant && b.kind == IndexKind::Unit))
           r = {IndexKind::Unit, d};
-        else
-          r = {IndexKind::Other, 1};
+        else r = {IndexKind::Other, 1};
         break;
       }
       case InstKind::IMulC: {
         IndexInfo a = arg(0);
-        if (a.kind == IndexKind::Invariant) r = {IndexKind::Invariant, capped(a.divisor * in.ivalue)};
+        if (a.kind == IndexKind::Invariant)
+          r = {IndexKind::Invariant, capped(a.divisor * in.ivalue)};
         else r = {IndexKind::Other, 1};
         break;
       }
@@ -92,18 +92,15 @@ std::vector<IndexInfo> analyzeIndices(const lower::Phase& ph, int vec) {
         if (a.kind == IndexKind::Invariant ||
             (a.kind == IndexKind::Unit && in.ivalue % vec == 0 && a.divisor % vec == 0))
           r = {IndexKind::Invariant, 1};
-        else
-          r = {IndexKind::Other, 1};
+        else r = {IndexKind::Other, 1};
         break;
       }
       case InstKind::IRemC: {
         IndexInfo a = arg(0);
-        if (a.kind == IndexKind::Invariant)
-          r = {IndexKind::Invariant, 1};
+        if (a.kind == IndexKind::Invariant) r = {IndexKind::Invariant, 1};
         else if (a.kind == IndexKind::Unit && in.ivalue % vec == 0 && a.divisor % vec == 0)
           r = {IndexKind::Unit, std::gcd(a.divisor, in.ivalue)};
-        else
-          r = {IndexKind::Other, 1};
+        else r = {IndexKind::Other, 1};
         break;
       }
       case InstKind::Op: {

@@ -52,13 +52,13 @@ std::vector<IndexInfo> analyzeIndices(const lower::Phase& ph, int vec);
 
 struct PhaseSchedule {
   bool reduce = false;
-  bool rowMajor = true;     // reduce: lanes adjacent along the row; false: column tiles
-  int vec = 1;              // V: elements per group
-  int lanes = 1;            // TK: threads per unit (reduce), power of two
-  int unitsPerBlock = 1;    // UX
-  int64_t items = 1;        // groups per lane along the row (reduce) or per thread (unused: loop)
-  bool unrolled = false;    // items loop unrolled; loads kept in registers across stages
-  int64_t blocks = 1;       // the grid this phase wants when launched alone
+  bool rowMajor = true;   // reduce: lanes adjacent along the row; false: column tiles
+  int vec = 1;            // V: elements per group
+  int lanes = 1;          // TK: threads per unit (reduce), power of two
+  int unitsPerBlock = 1;  // UX
+  int64_t items = 1;      // groups per lane along the row (reduce) or per thread (unused: loop)
+  bool unrolled = false;  // items loop unrolled; loads kept in registers across stages
+  int64_t blocks = 1;     // the grid this phase wants when launched alone
   std::vector<bool> vectorAccess;  // per instruction: a vectorized load/store
 };
 
@@ -71,7 +71,6 @@ struct KernelSchedule {
 };
 
 // Schedules `p` for `target`; `aligned`: every buffer's base pointer is 16-byte aligned.
-KernelSchedule scheduleKernel(const lower::KernelProgram& p, const GpuTarget& target,
-                              bool aligned);
+KernelSchedule scheduleKernel(const lower::KernelProgram& p, const GpuTarget& target, bool aligned);
 
 }  // namespace stitch::codegen
