@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "ir/signature.h"
+#include "lower/split_rows.h"
 #include "support/error.h"
 
 namespace stitch::lower {
@@ -715,6 +716,7 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
     if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
     ++partNo;
   }
+  splitLongRows(prog);
   return prog;
 }
 

@@ -57,8 +57,17 @@ int chooseVector(const lower::Phase& ph, bool aligned) {
 
 std::vector<IndexInfo> analyzeIndices(const lower::Phase& ph, int vec) {
   std::vector<IndexInfo> info(ph.insts.size());
-  // Instructions are numbered in creation order, so operands come first.
-  for (size_t i = 0; i < ph.insts.size(); ++i) {
+  // Blocks list their instructions in dependency order (a rewrite such as split_rows.h may give
+  // an old id to an expression of newer ones, so id order is not enough).
+  std::vector<int> order;
+  for (const lower::Block* b : {&ph.pre, &ph.post, &ph.elems}) {
+    if (b == &ph.post)
+      for (const lower::Stage& st : ph.stages)
+        order.insert(order.end(), st.body.insts.begin(), st.body.insts.end());
+    order.insert(order.end(), b->insts.begin(), b->insts.end());
+  }
+  for (int id : order) {
+    const size_t i = static_cast<size_t>(id);
     const Inst& in = ph.insts[i];
     IndexInfo& r = info[i];
     auto arg = [&](int k) { return info[static_cast<size_t>(in.args[k])]; };
