@@ -8,6 +8,7 @@
 // for the others: a thousand small plans all at O3 would take most of a minute in a Debug build on
 // a shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
 // for the same reason.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -324,6 +325,30 @@ TEST(CpuLowering, GlobalReductionBecomesPhases) {
     EXPECT_EQ(p.scratchSlots, 2) << lower::printProgram(p);
   }
   EXPECT_TRUE(barrier) << "the planner no longer stitches across a grid barrier here";
+}
+
+// Few, very long rows are split over several units and combined by a second phase
+// (lower/split_rows.h), for every reduction op and dtype; other shapes are left alone.
+TEST(CpuLowering, LongRowsAreSplitAndMatchTheReference) {
+  const char* ops[] = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"};
+  for (const char* dt : {"f32", "bf16", "f64"})
+    for (const char* op : ops) {
+      std::string text = fmt::format(
+          "graph s(x: {0}[R, N]) {{\n y = mul(x, 0.999)\n r = {1}(y, axes=[1], "
+          "keepdims=true)\n z = add(r, 1.0)\n return z, r\n}}\n",
+          dt, op);
+      ir::Graph g = parseOne(text.c_str());
+      for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 1 << 18}, {3, 3 << 16}, {2, 1000}}) {
+        ir::Bindings b{{"R", rows}, {"N", n}};
+        fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile("host"));
+        ASSERT_EQ(plan.kernels.size(), 1u);
+        lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
+        EXPECT_EQ(p.phases.size(), n >= (1 << 16) ? 2u : 1u) << text << lower::printProgram(p);
+        Totals t;
+        std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
+        EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
+      }
+    }
 }
 
 // Kernels compiled from several threads at once on one JIT, then run.
