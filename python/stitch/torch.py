@@ -1049,7 +1049,9 @@ class _Piece(nn.Module):
         with self.lock:
             p = self.programs.get(key)
             if p is None:
-                p = self.programs[key] = _engine_for(device).compile(self.graph)
+                engine = _engine_for(device)
+                self.report.backend = engine.backend
+                p = self.programs[key] = engine.compile(self.graph)
             return p
 
     def forward(self, *args):
