@@ -33,6 +33,8 @@ struct EngineConfig {
   rt::Backend backend = rt::Backend::Reference;
   fusion::Mode fusion = fusion::Mode::Stitch;
   bool dumpPlan = false;      // STITCH_DUMP contains "plan"
+  bool dumpSource = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
+  bool dumpLlvm = false;      // ... "llvm": LLVM IR of each kernel (cpu backend)
   std::string dumpDir = ".";  // STITCH_DUMP_DIR
 };
 

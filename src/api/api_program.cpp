@@ -25,6 +25,7 @@
 #include "support/env.h"
 #include "support/logging.h"
 #if defined(STITCH_HAVE_LLVM)
+#include "codegen/llvm/llvm_emitter.h"
 #include "runtime/cpu/arena.h"
 #include "runtime/cpu/cached_compiler.h"
 #include "runtime/cpu/executor.h"
@@ -75,7 +76,7 @@ namespace {
 constexpr int kDLBoolCode = 6;  // kDLBool, added to DLPack after the 0.6 headers Debian ships
 
 constexpr std::array<std::string_view, 2> kOptionKeys = {"backend", "fusion"};
-constexpr std::array<std::string_view, 1> kDumpChoices = {"plan"};
+constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
 
 std::string dlTypeStr(DLDataType t) {
   return fmt::format("{{code {}, bits {}, lanes {}}}", t.code, t.bits, t.lanes);
@@ -229,14 +230,35 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
       fusion::planGraph(p.optimized, bindings, profileFor(p.config->backend), options));
   log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
               plan->kernels.size(), p.optimized.numOps());
-  if (p.config->dumpPlan) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a of the signature names the file
-    for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-    std::string path = fmt::format("{}/{}.{:016x}.plan.txt", p.config->dumpDir, p.graph.name(), h);
+  // STITCH_DUMP files are named GRAPH.SIGNATURE-HASH.WHAT, one set per signature.
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the signature
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  auto dump = [&](const char* what, const std::string& suffix, const std::string& text) {
+    std::string path =
+        fmt::format("{}/{}.{:016x}.{}", p.config->dumpDir, p.graph.name(), h, suffix);
     std::ofstream f(path);
-    f << "# signature " << key << "\n" << fusion::explainText(p.optimized, *plan);
-    if (!f) log().warn("STITCH_DUMP=plan: cannot write {}", path);
-    else log().info("STITCH_DUMP=plan: wrote {}", path);
+    f << text;
+    if (!f) log().warn("STITCH_DUMP={}: cannot write {}", what, path);
+    else log().info("STITCH_DUMP={}: wrote {}", what, path);
+  };
+  if (p.config->dumpPlan)
+    dump("plan", "plan.txt", "# signature " + key + "\n" + fusion::explainText(p.optimized, *plan));
+  // The generated code of each kernel: CUDA/HIP C++ on the GPU backends, LLVM IR (before
+  // optimization) on the cpu backend.
+  if (p.config->dumpSource || p.config->dumpLlvm) {
+    for (size_t i = 0; i < plan->kernels.size(); ++i) {
+      lower::KernelProgram prog = lower::lowerKernel(p.optimized, plan->kernels[i], bindings);
+      if (p.config->dumpSource && isGpu(p.config->backend)) {
+        bool hip = p.config->backend == rt::Backend::Hip;
+        dump("source", fmt::format("kernel{}.{}", i, hip ? "hip" : "cu"),
+             codegen::emitGpuKernel(prog, gpuRuntime(p.config->backend).target()).source);
+      }
+#if defined(STITCH_HAVE_LLVM)
+      if (p.config->dumpLlvm && p.config->backend == rt::Backend::Cpu)
+        dump("llvm", fmt::format("kernel{}.ll", i),
+             codegen::programIR(prog, fmt::format("stitch_k{}", i)));
+#endif
+    }
   }
   auto state = std::make_shared<SignatureState>();
   state->plan = plan;
@@ -433,10 +455,13 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
       std::string item;
       std::stringstream list(*dump);
       while (std::getline(list, item, ',')) {
-        STITCH_CHECK(item == "plan", ErrorCode::InvalidArgument,
-                     "STITCH_DUMP={}: '{}' is not valid; valid values: {}", *dump, item,
-                     env::joinChoices(kDumpChoices));
-        config->dumpPlan = true;
+        STITCH_CHECK(
+            std::find(kDumpChoices.begin(), kDumpChoices.end(), item) != kDumpChoices.end(),
+            ErrorCode::InvalidArgument, "STITCH_DUMP={}: '{}' is not valid; valid values: {}",
+            *dump, item, env::joinChoices(kDumpChoices));
+        (item == "plan"     ? config->dumpPlan
+         : item == "source" ? config->dumpSource
+                            : config->dumpLlvm) = true;
       }
     }
     config->dumpDir = env::get("STITCH_DUMP_DIR").value_or(".");

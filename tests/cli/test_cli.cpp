@@ -234,6 +234,30 @@ TEST(Cli, DumpPlanWritesOnePlanPerSignature) {
   EXPECT_EQ(runCli("run " + sm, "STITCH_DUMP=ptx").code, 2);
 }
 
+TEST(Cli, DumpLlvmWritesEachKernelsIr) {
+  if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
+  fs::path dir = fs::temp_directory_path() / "stitch_dump_llvm_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  Result r = runCli("run " + ln + " --graph layer_norm --dim N=4 --backend cpu",
+                    "STITCH_DUMP=plan,llvm,source STITCH_DUMP_DIR=" + dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  int plans = 0, ir = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    std::ifstream f(e.path());
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (name.ends_with(".plan.txt")) ++plans;
+    if (name.ends_with(".kernel0.ll")) {
+      ++ir;
+      EXPECT_NE(text.find("define void @stitch_k0_0"), std::string::npos) << text;
+    }
+  }
+  EXPECT_EQ(plans, 1);
+  EXPECT_EQ(ir, 1);  // "source" is the GPU backends' CUDA/HIP: nothing on cpu
+}
+
 TEST(Cli, VersionAndHelp) {
   Result r = runCli("--version");
   EXPECT_EQ(r.code, 0);
