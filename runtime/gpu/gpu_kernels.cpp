@@ -14,9 +14,15 @@ namespace stitch::rt::gpu {
 
 namespace {
 
-// The disk payload is the binary alone: the launch data comes back from the (cheap,
-// deterministic) emitter, whose source is what the key hashes.
+// The compiler and its settings, as the cache key names them.
 std::string compilerOptionsKey(const DeviceCompiler& c) { return std::string(c.name()) + "-O3"; }
+
+// One translation unit with the device templates as headers. The compiler logs spills itself.
+DeviceBinary compileSource(const std::string& source, const std::string& arch,
+                           DeviceCompiler& compiler) {
+  static const std::vector<DeviceHeader> headers = deviceHeaderList();
+  return compiler.compile(source, "stitch_kernel.cu", headers, arch);
+}
 
 }  // namespace
 
@@ -29,13 +35,9 @@ std::vector<DeviceHeader> deviceHeaderList() {
 
 CompiledProgram compileProgram(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                                DeviceCompiler& compiler, bool aligned) {
-  static const std::vector<DeviceHeader> headers = deviceHeaderList();
   CompiledProgram r;
   r.source = codegen::emitGpuKernel(p, target, codegen::GpuEmitOptions{aligned});
-  r.binary = compiler.compile(r.source.source, "stitch_kernel.cu", headers, target.arch);
-  if (r.binary.spillBytes > 0)
-    log().warn("kernel {} for {} spills {} bytes of registers ({} registers per thread)", p.name,
-               target.arch, r.binary.spillBytes, r.binary.registers);
+  r.binary = compileSource(r.source.source, target.arch, compiler);
   return r;
 }
 
@@ -92,11 +94,7 @@ std::shared_ptr<const GpuKernel> GpuRuntime::kernel(const lower::KernelProgram& 
   key.options = compilerOptionsKey(*compiler_);
 
   auto compile = [&]() -> std::vector<uint8_t> {
-    static const std::vector<DeviceHeader> headers = deviceHeaderList();
-    DeviceBinary bin = compiler_->compile(src.source, "stitch_kernel.cu", headers, target_.arch);
-    if (bin.spillBytes > 0)
-      log().warn("{} kernel spills {} bytes of registers ({} registers per thread)", target_.arch,
-                 bin.spillBytes, bin.registers);
+    DeviceBinary bin = compileSource(src.source, target_.arch, *compiler_);
     log().debug("compiled {} kernel {:016x} in {:.1f} ms ({} registers, {} bytes)", target_.arch,
                 key.graphFingerprint, bin.seconds * 1e3, bin.registers, bin.bytes.size());
     return std::move(bin.bytes);

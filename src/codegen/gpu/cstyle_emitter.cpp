@@ -256,11 +256,11 @@ class PhaseEmitter {
   std::string indexExpr(const Inst& in, const std::vector<std::string>& a) const;
   void emitInst(int id);
   // One group of V elements starting at k0 (declared by the caller), bounded by `limit`.
-  void emitGroup(const lower::Block& b, const std::string& limit, const std::string& itExpr);
+  void emitGroup(const lower::Block& b, const std::string& limit);
   void partialGroup(const std::string& statement, const std::string& limit);
   void emitLoopPhase();
   void emitReducePhase();
-  void emitRowWalk(const lower::Block& b, int blockNo);
+  void emitRowWalk(const lower::Block& b);
   std::string cacheKey(int loadId) const;
   void planCache();
 
@@ -381,9 +381,7 @@ void PhaseEmitter::partialGroup(const std::string& statement, const std::string&
   line("}");
 }
 
-void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit,
-                             const std::string& itExpr) {
-  (void)itExpr;
+void PhaseEmitter::emitGroup(const lower::Block& b, const std::string& limit) {
   const int V = s_.vec;
   line(fmt::format("const bool full = k0 + {} <= {};", V, limit));
   // Vector loads before the element loop, vector store buffers after it.
@@ -439,7 +437,7 @@ void PhaseEmitter::emitLoopPhase() {
   ++indent_;
   line(fmt::format("const {} k0 = g * {};", idx_, V));
   line(fmt::format("if (k0 >= {}) break;", ph_.total));
-  emitGroup(ph_.elems, fmt::format("{}", ph_.total), "");
+  emitGroup(ph_.elems, fmt::format("{}", ph_.total));
   --indent_;
   line("}");
 }
@@ -482,8 +480,7 @@ void PhaseEmitter::planCache() {
   }
 }
 
-void PhaseEmitter::emitRowWalk(const lower::Block& b, int blockNo) {
-  (void)blockNo;
+void PhaseEmitter::emitRowWalk(const lower::Block& b) {
   const int V = s_.vec;
   std::string it = s_.unrolled ? "int" : idx_;
   if (s_.unrolled) line("#pragma unroll");
@@ -491,7 +488,7 @@ void PhaseEmitter::emitRowWalk(const lower::Block& b, int blockNo) {
   ++indent_;
   line(fmt::format("const {0} k0 = (static_cast<{0}>(it) * {1} + lane) * {2};", idx_, s_.lanes, V));
   if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", ph_.rowLength));
-  emitGroup(b, fmt::format("{}", ph_.rowLength), "it");
+  emitGroup(b, fmt::format("{}", ph_.rowLength));
   --indent_;
   line("}");
 }
@@ -526,7 +523,7 @@ void PhaseEmitter::emitReducePhase() {
       std::string ct = computeType(acc.dtype);
       line(fmt::format("{0} a{1} = {2}::identity<{0}>();", ct, a, reduceOpName(acc.op)));
     }
-    emitRowWalk(st.body, static_cast<int>(si));
+    emitRowWalk(st.body);
     for (int a : st.accs) {
       const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
       std::string ct = computeType(acc.dtype);
@@ -545,7 +542,7 @@ void PhaseEmitter::emitReducePhase() {
     outer_[static_cast<size_t>(id)] = true;
   }
   storeGuard_ = "active";
-  if (!ph_.elems.insts.empty()) emitRowWalk(ph_.elems, static_cast<int>(ph_.stages.size()));
+  if (!ph_.elems.insts.empty()) emitRowWalk(ph_.elems);
   --indent_;
   line("}");
 }
