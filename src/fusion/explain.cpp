@@ -1,10 +1,8 @@
 // Explaining a plan in three formats (see explain.h).
 //
-// The plan is made for concrete shapes but carries no bindings, and the graph's types may hold
-// symbols; so the byte sizes of kernel inputs and outputs use bindings deduced from the kernels'
-// mappings (a dominant op's element count equals its mapping's row count; a reduction's operand has
-// rows x rowLength elements). That is for display only: a size that cannot be deduced is shown as
-// unknown (text: the type alone; JSON: null), never guessed.
+// The plan carries the symbol sizes it was made for (Plan::bindings), so byte sizes of kernel
+// inputs and outputs are exact. A plan made by hand without them (tests) shows a size it cannot
+// know as unknown (text: the type alone; JSON: null), never guessed.
 #include "fusion/explain.h"
 
 #include <algorithm>
@@ -35,7 +33,7 @@ struct Facts {
   const ir::Graph& g;
   const Plan& p;
   std::vector<int> kernelOf;  // node id -> index of the first kernel holding it, or -1
-  ir::Bindings bindings;      // deduced, possibly partial
+  ir::Bindings bindings;      // the plan's: every symbol of the graph
   // Edges by (producer, consumer), so explaining stays linear in the size of the plan.
   std::unordered_map<uint64_t, const Edge*> edges;  // inside kernels
   std::unordered_map<uint64_t, const CutEdge*> cuts;
@@ -49,55 +47,6 @@ struct Facts {
     return it == cuts.end() ? nullptr : it->second;
   }
 };
-
-bool isReduce(MappingKind k) { return k != MappingKind::Loop; }
-
-// Solves, one symbol at a time, the equations "elements of shape == count" that the mappings give.
-ir::Bindings deduceBindings(const ir::Graph& g, const Plan& p) {
-  struct Equation {
-    const ir::Shape* shape;
-    int64_t elements;
-  };
-  std::vector<Equation> eqs;
-  for (const Kernel& k : p.kernels) {
-    if (k.dominant < 0) continue;
-    const ir::Node& d = g.node(k.dominant);
-    const Mapping& m = k.mapping;
-    if (!isReduce(m.kind)) {
-      if (m.domain > 0) eqs.push_back({&d.type.shape, m.domain});
-      continue;
-    }
-    if (m.rows <= 0) continue;
-    eqs.push_back({&d.type.shape, m.rows});
-    if (!d.operands.empty() && m.rowLength > 0)
-      eqs.push_back({&g.node(d.operands[0]).type.shape, m.rows * m.rowLength});
-  }
-  ir::Bindings b;
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (const Equation& eq : eqs) {
-      int64_t known = 1;
-      const std::string* unknown = nullptr;
-      bool solvable = true;
-      for (const ir::Dim& dim : *eq.shape) {
-        if (dim.isStatic()) {
-          known *= dim.size;
-        } else if (auto it = b.find(dim.symbol); it != b.end()) {
-          known *= it->second;
-        } else if (unknown == nullptr || *unknown == dim.symbol) {
-          solvable = solvable && unknown == nullptr;  // a symbol twice: not linear, skip
-          unknown = &dim.symbol;
-        } else {
-          solvable = false;  // two unknown symbols
-        }
-      }
-      if (!solvable || unknown == nullptr || known <= 0 || eq.elements % known != 0) continue;
-      b.emplace(*unknown, eq.elements / known);
-      progress = true;
-    }
-  }
-  return b;
-}
 
 Facts gather(const ir::Graph& g, const Plan& p) {
   auto n = static_cast<int>(g.nodes().size());
@@ -120,7 +69,7 @@ Facts gather(const ir::Graph& g, const Plan& p) {
     check(c.consumer, "consumer");
   }
 
-  Facts f{g, p, std::vector<int>(static_cast<size_t>(n), -1), deduceBindings(g, p), {}, {}};
+  Facts f{g, p, std::vector<int>(static_cast<size_t>(n), -1), p.bindings, {}, {}};
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     for (int id : p.kernels[k].nodes)
       if (f.kernelOf[static_cast<size_t>(id)] < 0)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fusion/cost_model.h"
+#include "ir/shape.h"
 
 namespace stitch::fusion {
 
@@ -78,6 +79,7 @@ struct CutEdge {
 struct Plan {
   Mode mode = Mode::Stitch;
   std::string target;           // profile name
+  ir::Bindings bindings;        // the symbol sizes it was planned for (explain prints them)
   std::vector<Kernel> kernels;  // in an order that respects dependencies
   std::vector<CutEdge> cuts;
   double time = 0;    // s, sum of kernel times

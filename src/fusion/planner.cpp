@@ -528,6 +528,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
   Plan plan;
   plan.mode = options.mode;
   plan.target = hw.name;
+  plan.bindings = bindings;
   for (int gi : kernelOrder(ctx, best)) {
     GroupResult r = analyses.get(best.groups[gi]);
     STITCH_INTERNAL(r.valid, "planned an invalid kernel: {}", r.reason);

@@ -210,6 +210,7 @@ struct ExplainTest : ::testing::Test {
     Plan p;
     p.mode = Mode::Stitch;
     p.target = "sm_90";
+    p.bindings = {{"N", 4096}};
 
     Kernel k0;
     for (const char* n : {"mean", "xc", "sq", "var", "ve", "rstd", "xn"}) k0.nodes.push_back(id(n));
@@ -350,9 +351,8 @@ TEST_F(ExplainTest, InfeasibleKernelsAndUnknownSizesStayValid) {
                           "needs 300 KB of shared memory per block"};
   plan.time = std::numeric_limits<double>::infinity();
   plan.target = "sm_90 \"custom\"";
-  // No row count: N cannot be deduced, so sizes of N-shaped values are unknown.
-  plan.kernels[0].mapping.rows = 0;
-  plan.kernels[1].mapping.domain = 0;
+  // A plan made without bindings: sizes of N-shaped values are unknown, not guessed.
+  plan.bindings.clear();
 
   std::string text = explainJson(g, plan);
   Json j;
