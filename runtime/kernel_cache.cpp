@@ -189,11 +189,7 @@ std::unique_ptr<DiskCache> DiskCache::disabled() {
   return std::unique_ptr<DiskCache>(new DiskCache());
 }
 
-bool DiskCache::enabledByEnv() {
-  static constexpr std::array<std::string_view, 2> kChoices = {"0", "1"};
-  auto v = env::getChoice("STITCH_CACHE", kChoices);
-  return !v || *v == "1";
-}
+bool DiskCache::enabledByEnv() { return env::getBool("STITCH_CACHE", true); }
 
 std::optional<fs::path> DiskCache::directoryFromEnv() {
   if (auto d = env::get("STITCH_CACHE_DIR")) return fs::path(*d);

@@ -47,7 +47,6 @@ import inspect
 import logging
 import math
 import operator
-import os
 import re
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -58,7 +57,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import stitch as _stitch
-from stitch import StitchError, Status
+from stitch import StitchError, Status, _env
 
 __all__ = ["optimize", "StitchReport", "supported_ops"]
 
@@ -75,7 +74,7 @@ class _Unsupported(Exception):
 
 
 def _disabled() -> bool:
-    return os.environ.get("STITCH_DISABLE", "0") not in ("", "0")
+    return _env.get_bool("STITCH_DISABLE", False)
 
 
 # ---------------------------------------------------------------------------------------------

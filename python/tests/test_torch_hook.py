@@ -114,9 +114,24 @@ def test_grad_mode_runs_eagerly():
 
 
 def test_stitch_disable(monkeypatch):
-    monkeypatch.setenv("STITCH_DISABLE", "1")
-    m = MLP()
-    assert st.optimize(m) is m
+    for value in ("1", "true", "YES", "on"):
+        monkeypatch.setenv("STITCH_DISABLE", value)
+        m = MLP()
+        assert st.optimize(m) is m, value
+
+
+def test_stitch_disable_false_values_keep_the_hook(monkeypatch):
+    # Regression: any value used to disable the hook, "0" excepted.
+    for value in ("0", "false", "no", "off", "Off", ""):
+        monkeypatch.setenv("STITCH_DISABLE", value)
+        m = MLP()
+        assert st.optimize(m) is not m, value
+
+
+def test_stitch_disable_bad_value_is_an_error(monkeypatch):
+    monkeypatch.setenv("STITCH_DISABLE", "maybe")
+    with pytest.raises(ValueError, match="STITCH_DISABLE=maybe.*1, true, yes, on"):
+        st.optimize(MLP())
 
 
 def test_many_ops_mapped():

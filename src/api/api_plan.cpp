@@ -10,6 +10,7 @@
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 #include "support/env.h"
+#include "support/logging.h"
 
 using namespace stitch;
 
@@ -60,6 +61,9 @@ ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const i
 
 PlannedGraph planForSizes(const ir::Graph& g, const std::string& profileName, fusion::Mode mode,
                           const char* const* symbols, const int64_t* sizes, size_t n) {
+  // Planning without an engine (stitch plan, stitch codegen) honours STITCH_LOG_LEVEL too, and
+  // reports a bad value as engine creation does.
+  configureLoggingFromEnv();
   auto profile = fusion::findProfile(profileName);
   STITCH_CHECK(profile.has_value(), ErrorCode::InvalidArgument,
                "unknown target '{}'; valid targets: {}", profileName, fusion::profileNames());
@@ -70,6 +74,8 @@ PlannedGraph planForSizes(const ir::Graph& g, const std::string& profileName, fu
   fusion::PlannerOptions options;
   options.mode = mode;
   p.plan = fusion::planGraph(p.optimized, p.bindings, *profile, options);
+  log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", g.name(), profile->name,
+              fusion::modeName(mode), p.plan.kernels.size(), p.optimized.numOps());
   return p;
 }
 
@@ -89,7 +95,7 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
                                           const char* const* symbols, const int64_t* sizes,
                                           size_t num_symbols, char* buf, size_t capacity,
                                           size_t* needed) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   if (num_options) {
     STITCH_API_REQUIRE(keys);
     STITCH_API_REQUIRE(values);

@@ -1,12 +1,87 @@
 #include "support/env.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "support/error.h"
+#include "support/logging.h"
+
+extern char** environ;
 
 namespace stitch::env {
 
+namespace {
+
+// Every variable Stitch reads, C++ and Python alike (keep the README's list in step).
+constexpr Variable kVariables[] = {
+    {"STITCH_LOG_LEVEL", "trace, debug, info, warn, error, critical, off"},
+    {"STITCH_BACKEND", "auto, cuda, hip, cpu, reference"},
+    {"STITCH_FUSION", "stitch, basic, off"},
+    {"STITCH_CACHE", "a boolean"},
+    {"STITCH_CACHE_DIR", "a directory"},
+    {"STITCH_DUMP", "a comma list of plan, source, llvm"},
+    {"STITCH_DUMP_DIR", "a directory"},
+    {"STITCH_NUM_THREADS", "a positive integer"},
+    {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
+    {"STITCH_LIBRARY", "the path of libstitch.so (the Python package)"},
+    {"STITCH_CUDA_LIBRARY", "the path of libcuda"},
+    {"STITCH_NVRTC_LIBRARY", "the path of libnvrtc"},
+    {"STITCH_HIP_LIBRARY", "the path of libamdhip64"},
+};
+
+constexpr std::string_view kHarnessPrefixes[] = {"STITCH_TEST_", "STITCH_BENCH_"};
+
+constexpr std::string_view kTrue[] = {"1", "true", "yes", "on"};
+constexpr std::string_view kFalse[] = {"0", "false", "no", "off"};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Warns once per process about unknown STITCH_* variables. An atomic flag rather than
+// std::call_once: the warning goes through log(), whose first call reads STITCH_LOG_LEVEL
+// through get(), which comes back here; a once_flag would deadlock on that re-entry.
+void warnUnknownOnce() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  std::vector<std::string> unknown = unknownVariables();
+  if (unknown.empty()) return;
+  std::string known;
+  for (const Variable& v : kVariables) known += (known.empty() ? "" : ", ") + std::string(v.name);
+  std::string names;
+  for (const std::string& u : unknown) names += (names.empty() ? "" : ", ") + u;
+  log().warn("unknown environment variable{} {} (ignored; a typo?); Stitch reads: {}",
+             unknown.size() > 1 ? "s" : "", names, known);
+}
+
+}  // namespace
+
+std::span<const Variable> knownVariables() { return kVariables; }
+
+std::vector<std::string> unknownVariables() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    std::string_view name = entry.substr(0, entry.find('='));
+    if (!name.starts_with("STITCH_")) continue;
+    auto is = [&](std::string_view n) { return n == name; };
+    auto prefixed = [&](std::string_view p) { return name.starts_with(p); };
+    if (std::any_of(std::begin(kVariables), std::end(kVariables),
+                    [&](const Variable& v) { return is(v.name); }) ||
+        std::any_of(std::begin(kHarnessPrefixes), std::end(kHarnessPrefixes), prefixed))
+      continue;
+    out.emplace_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<std::string> get(const char* name) {
+  warnUnknownOnce();
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
@@ -28,6 +103,22 @@ std::optional<std::string> getChoice(const char* name, std::span<const std::stri
     if (c == *v) return v;
   throwError(ErrorCode::InvalidArgument,
              fmt::format("{}={} is not valid; valid values: {}", name, *v, joinChoices(choices)));
+}
+
+std::optional<bool> parseBool(std::string_view text) {
+  std::string t = lower(text);
+  if (std::find(std::begin(kTrue), std::end(kTrue), t) != std::end(kTrue)) return true;
+  if (std::find(std::begin(kFalse), std::end(kFalse), t) != std::end(kFalse)) return false;
+  return std::nullopt;
+}
+
+bool getBool(const char* name, bool fallback) {
+  auto v = get(name);
+  if (!v) return fallback;
+  if (auto b = parseBool(*v)) return *b;
+  throwError(ErrorCode::InvalidArgument,
+             fmt::format("{}={} is not valid; valid values: {} (true), {} (false)", name, *v,
+                         joinChoices(kTrue), joinChoices(kFalse)));
 }
 
 }  // namespace stitch::env

@@ -561,7 +561,22 @@ TEST(KernelCacheEnv, CacheTwoIsAnError) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(e.message().find("STITCH_CACHE"), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("0, 1"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("1, true, yes, on"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("0, false, no, off"), std::string::npos) << e.message();
+  }
+}
+
+// STITCH_CACHE is read by the one boolean parser every toggle shares.
+TEST(KernelCacheEnv, CacheTakesEveryBooleanSpelling) {
+  TempDir tmp;
+  EnvGuard dir("STITCH_CACHE_DIR", tmp.path().c_str());
+  for (const char* on : {"1", "true", "TRUE", "yes", "on"}) {
+    EnvGuard e("STITCH_CACHE", on);
+    EXPECT_TRUE(DiskCache::fromEnv()->enabled()) << on;
+  }
+  for (const char* off : {"0", "false", "False", "no", "off", "OFF"}) {
+    EnvGuard e("STITCH_CACHE", off);
+    EXPECT_FALSE(DiskCache::fromEnv()->enabled()) << off;
   }
 }
 
