@@ -14,6 +14,13 @@
  *     i32, i64 and bool (bool as {kDLBool or kDLUInt, 8 bits}).
  *   - Engines and programs may be used from several threads at once. A graph under construction
  *     must not be modified from two threads at once.
+ *   - Handles: every handle the library returns is registered until it is destroyed. Passing a
+ *     handle that is not live (destroyed already, never returned by the library, or a handle of
+ *     another kind cast to this one) to a call that returns a status fails with
+ *     STITCH_ERROR_INVALID_ARGUMENT; to a call that returns a value, gives NULL/0; to a destroy
+ *     call, is ignored and logged as an error (a double destroy is harmless). The check never
+ *     reads the handle's memory. It cannot tell a stale handle from a new handle of the same kind
+ *     that the allocator placed at the same address: do not use a handle after destroying it.
  */
 #ifndef STITCH_STITCH_H
 #define STITCH_STITCH_H
@@ -104,7 +111,8 @@ typedef struct stitch_module_s* stitch_module_t;
 /* A value in a graph (an input, a constant or an op result): an index, valid in its graph only. */
 typedef int32_t stitch_value_t;
 
-/* One dimension of a type: symbol == NULL means static with size `size`; otherwise symbolic. */
+/* One dimension of a type: symbol == NULL means static with size `size`; otherwise symbolic, and
+ * the symbol must be an identifier ([A-Za-z_][A-Za-z0-9_]*; "" is an error, not a static dim). */
 typedef struct {
   int64_t size;
   const char* symbol;
@@ -275,7 +283,16 @@ STITCH_API stitch_status_t stitch_program_output_shape(stitch_program_t program,
  * outputs must have the shapes stitch_program_output_shape gives and the graph's dtypes, and are
  * written in place. Tensors must be compact row-major (strides NULL or equal to the compact
  * strides; dims of size 1 may have any stride); others fail with STITCH_ERROR_UNSUPPORTED.
- * `stream` is the device stream to run on (NULL: the default stream; ignored on the host). */
+ * `stream` is the device stream to run on (NULL: the default stream; ignored on the host).
+ *
+ * Aliasing: inputs may share memory with each other in any way (they are only read). An output
+ * may be exactly the memory of an input (same address and byte size: an in-place update such as
+ * an optimizer step): on the host backends ("cpu", "reference") the program then writes a
+ * temporary and copies it into place after running, so the result is as if the memory were
+ * separate; the GPU backends reject it with STITCH_ERROR_UNSUPPORTED in this version. Any other
+ * overlap fails with STITCH_ERROR_INVALID_ARGUMENT naming the two tensors: an output that
+ * partially overlaps an input, or two outputs that share any memory. Nothing is written when the
+ * call fails this way. */
 STITCH_API stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inputs,
                                               size_t num_inputs, DLTensor* outputs,
                                               size_t num_outputs, void* stream);

@@ -105,7 +105,7 @@ stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* ke
                                      const char* const* symbols, const int64_t* sizes,
                                      size_t num_symbols, char* buf, size_t capacity,
                                      size_t* needed) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   if (num_options) {
     STITCH_API_REQUIRE(keys);
     STITCH_API_REQUIRE(values);

@@ -27,8 +27,21 @@ ir::Shape toShape(const stitch_dim_t* dims, size_t rank) {
   STITCH_CHECK(rank == 0 || dims != nullptr, ErrorCode::InvalidArgument,
                "dims must not be NULL when rank is {}", rank);
   ir::Shape s;
-  for (size_t i = 0; i < rank; ++i)
-    s.push_back(dims[i].symbol ? ir::Dim::sym(dims[i].symbol) : ir::Dim::of(dims[i].size));
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i].symbol == nullptr) {
+      s.push_back(ir::Dim::of(dims[i].size));
+      continue;
+    }
+    // Dim::sym("") would read as a static dim of size 0: a symbol must be a real identifier,
+    // as in the text format, so that a graph prints and parses back the same.
+    std::string_view sym = dims[i].symbol;
+    STITCH_CHECK(
+        ir::isIdentifier(sym) && !ir::isReservedWord(sym), ErrorCode::InvalidArgument,
+        "dims[{}].symbol '{}' is not a valid symbol (an identifier [A-Za-z_][A-Za-z0-9_]*, "
+        "not a reserved word); use symbol = NULL for a static dim",
+        i, sym);
+    s.push_back(ir::Dim::sym(std::string(sym)));
+  }
   return s;
 }
 
@@ -65,7 +78,8 @@ stitch_module_t makeModule(std::vector<ir::Graph> gs) {
   auto m = std::make_unique<stitch_module_s>();
   for (ir::Graph& g : gs)
     m->graphs.push_back(std::make_unique<stitch_graph_s>(ir::GraphBuilder(std::move(g)), true));
-  return m.release();
+  for (auto& g : m->graphs) api::publish(g.get());
+  return api::publish(m.release());
 }
 
 }  // namespace
@@ -76,18 +90,20 @@ stitch_status_t stitch_graph_create(const char* name, stitch_graph_t* out) {
   STITCH_API_REQUIRE(name);
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
-    *out = new stitch_graph_s(ir::GraphBuilder(name));
+    *out = api::publish(new stitch_graph_s(ir::GraphBuilder(name)));
     return STITCH_OK;
   })
 }
 
 void stitch_graph_destroy(stitch_graph_t graph) {
-  if (graph && !graph->borrowed) delete graph;
+  // A module's graph stays registered (and alive) until its module is destroyed.
+  if (api::isLive(graph) && graph->borrowed) return;
+  if (api::destroyCheck(graph, api::HandleKind::Graph, __func__)) delete graph;
 }
 
 stitch_status_t stitch_graph_add_input(stitch_graph_t graph, const char* name, stitch_dtype_t dtype,
                                        const stitch_dim_t* dims, size_t rank, stitch_value_t* out) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   STITCH_API_REQUIRE(name);
   STITCH_API_GUARD({
     int id =
@@ -99,7 +115,7 @@ stitch_status_t stitch_graph_add_input(stitch_graph_t graph, const char* name, s
 
 stitch_status_t stitch_graph_add_constant(stitch_graph_t graph, double value, stitch_dtype_t dtype,
                                           stitch_value_t* out) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   STITCH_API_GUARD({
     int id = graph->builder.addConstant(value, api::toDType(dtype));
     if (out) *out = id;
@@ -111,7 +127,7 @@ stitch_status_t stitch_graph_add_op(stitch_graph_t graph, const char* op,
                                     const stitch_value_t* operands, size_t num_operands,
                                     const stitch_attr_t* attrs, size_t num_attrs, const char* name,
                                     stitch_value_t* out) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   STITCH_API_REQUIRE(op);
   if (num_operands) STITCH_API_REQUIRE(operands);
   if (num_attrs) STITCH_API_REQUIRE(attrs);
@@ -143,7 +159,7 @@ stitch_status_t stitch_graph_add_op(stitch_graph_t graph, const char* op,
 
 stitch_status_t stitch_graph_set_outputs(stitch_graph_t graph, const stitch_value_t* values,
                                          size_t count) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   if (count) STITCH_API_REQUIRE(values);
   STITCH_API_GUARD({
     graph->builder.setOutputs(std::vector<int>(values, values + count));
@@ -152,7 +168,7 @@ stitch_status_t stitch_graph_set_outputs(stitch_graph_t graph, const stitch_valu
 }
 
 stitch_status_t stitch_graph_verify(stitch_graph_t graph) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   STITCH_API_GUARD({
     ir::verify(graph->graph());
     return STITCH_OK;
@@ -163,14 +179,14 @@ stitch_status_t stitch_graph_parse(const char* text, const char* filename, stitc
   STITCH_API_REQUIRE(text);
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
-    *out = new stitch_graph_s(ir::GraphBuilder(parseOne(text, filename)));
+    *out = api::publish(new stitch_graph_s(ir::GraphBuilder(parseOne(text, filename))));
     return STITCH_OK;
   })
 }
 
 stitch_status_t stitch_graph_print(stitch_graph_t graph, char* buf, size_t capacity,
                                    size_t* needed) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   if (capacity) STITCH_API_REQUIRE(buf);
   STITCH_API_GUARD({
     api::copyOut(ir::printGraph(graph->graph()), buf, capacity, needed);
@@ -179,23 +195,25 @@ stitch_status_t stitch_graph_print(stitch_graph_t graph, char* buf, size_t capac
 }
 
 const char* stitch_graph_name(stitch_graph_t graph) {
-  return graph ? graph->graph().name().c_str() : nullptr;
+  return api::isLive(graph) ? graph->graph().name().c_str() : nullptr;
 }
 
 size_t stitch_graph_num_inputs(stitch_graph_t graph) {
-  return graph ? graph->graph().inputs().size() : 0;
+  return api::isLive(graph) ? graph->graph().inputs().size() : 0;
 }
 
 size_t stitch_graph_num_outputs(stitch_graph_t graph) {
-  return graph ? graph->graph().outputs().size() : 0;
+  return api::isLive(graph) ? graph->graph().outputs().size() : 0;
 }
 
-size_t stitch_graph_num_ops(stitch_graph_t graph) { return graph ? graph->graph().numOps() : 0; }
+size_t stitch_graph_num_ops(stitch_graph_t graph) {
+  return api::isLive(graph) ? graph->graph().numOps() : 0;
+}
 
 stitch_status_t stitch_graph_value_info(stitch_graph_t graph, int is_output, size_t index,
                                         const char** name, stitch_dtype_t* dtype, size_t* rank,
                                         stitch_dim_t* dims, size_t max_dims) {
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(graph);
   STITCH_API_GUARD({
     const ir::Graph& g = graph->graph();
     auto list = is_output ? g.outputs() : g.inputs();
@@ -239,19 +257,21 @@ stitch_status_t stitch_module_parse_file(const char* path, stitch_module_t* out)
   })
 }
 
-void stitch_module_destroy(stitch_module_t module) { delete module; }
+void stitch_module_destroy(stitch_module_t module) {
+  if (api::destroyCheck(module, api::HandleKind::Module, __func__)) delete module;
+}
 
 size_t stitch_module_num_graphs(stitch_module_t module) {
-  return module ? module->graphs.size() : 0;
+  return api::isLive(module) ? module->graphs.size() : 0;
 }
 
 stitch_graph_t stitch_module_graph(stitch_module_t module, size_t index) {
-  if (!module || index >= module->graphs.size()) return nullptr;
+  if (!api::isLive(module) || index >= module->graphs.size()) return nullptr;
   return module->graphs[index].get();
 }
 
 stitch_graph_t stitch_module_find_graph(stitch_module_t module, const char* name) {
-  if (!module || !name) return nullptr;
+  if (!api::isLive(module) || !name) return nullptr;
   for (auto& g : module->graphs)
     if (g->graph().name() == name) return g.get();
   return nullptr;

@@ -63,6 +63,37 @@ PlannedGraph planForSizes(const ir::Graph& g, const std::string& profile, fusion
 
 }  // namespace stitch::api
 
+// Live handles (api_handles.cpp): every handle the API returns is registered until destroyed,
+// so a destroyed or foreign handle passed back is an INVALID_ARGUMENT error, not heap corruption.
+namespace stitch::api {
+enum class HandleKind { Graph, Module, Engine, Program };
+const char* handleTypeName(HandleKind kind);
+void registerHandle(const void* h, HandleKind kind);
+// False when h is not a live handle of that kind.
+bool unregisterHandle(const void* h, HandleKind kind);
+bool isLiveHandle(const void* h, HandleKind kind);
+// Sets the last error for a handle argument that is not live and returns INVALID_ARGUMENT.
+stitch_status_t deadHandleError(const char* function, const char* argument, HandleKind kind);
+// For X_destroy: true when h is live (now unregistered) and must be deleted; false for NULL (a
+// no-op) and for a handle that is not live (logged as an error and ignored: a double destroy).
+bool destroyCheck(const void* h, HandleKind kind, const char* function);
+
+constexpr HandleKind handleKind(const stitch_graph_s*) { return HandleKind::Graph; }
+constexpr HandleKind handleKind(const stitch_module_s*) { return HandleKind::Module; }
+constexpr HandleKind handleKind(const stitch_engine_s*) { return HandleKind::Engine; }
+constexpr HandleKind handleKind(const stitch_program_s*) { return HandleKind::Program; }
+template <class T>
+bool isLive(const T* h) {
+  return h != nullptr && isLiveHandle(h, handleKind(h));
+}
+// Registers a freshly made handle and returns it.
+template <class T>
+T* publish(T* h) {
+  registerHandle(h, handleKind(h));
+  return h;
+}
+}  // namespace stitch::api
+
 // A graph handle. It owns a builder holding the graph; graphs borrowed from a module are owned by
 // the module (`borrowed`), and stitch_graph_destroy ignores them rather than corrupting the module.
 struct stitch_graph_s {
@@ -73,8 +104,12 @@ struct stitch_graph_s {
   const stitch::ir::Graph& graph() const { return builder.graph(); }
 };
 
+// A module owns its graphs; their handles stay live until the module is destroyed.
 struct stitch_module_s {
   std::vector<std::unique_ptr<stitch_graph_s>> graphs;
+  ~stitch_module_s() {
+    for (auto& g : graphs) stitch::api::unregisterHandle(g.get(), stitch::api::HandleKind::Graph);
+  }
 };
 
 struct stitch_engine_s {
@@ -87,6 +122,14 @@ struct stitch_engine_s {
   } catch (...) {                          \
     return ::stitch::api::fromException(); \
   }
+
+// Fails with INVALID_ARGUMENT when a handle argument is NULL or not a live handle of its kind.
+#define STITCH_API_HANDLE(h)                                                             \
+  do {                                                                                   \
+    STITCH_API_REQUIRE(h);                                                               \
+    if (!::stitch::api::isLive(h))                                                       \
+      return ::stitch::api::deadHandleError(__func__, #h, ::stitch::api::handleKind(h)); \
+  } while (0)
 
 // Fails with INVALID_ARGUMENT when a required pointer argument is NULL.
 #define STITCH_API_REQUIRE(ptr)                                                              \

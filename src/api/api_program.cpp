@@ -398,35 +398,105 @@ stitch_cache_stats_t cacheStats(rt::Backend backend) {
   return stitch_cache_stats_t{};
 }
 
+// The bytes [begin, end) a checked tensor view covers (checkTensor verified its sizes).
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool empty() const { return begin == end; }
+  bool overlaps(const ByteRange& o) const {
+    return !empty() && !o.empty() && begin < o.end && o.begin < end;
+  }
+  bool operator==(const ByteRange& o) const = default;
+};
+
+ByteRange rangeOf(ir::DType dtype, std::span<const int64_t> shape, const void* data) {
+  uint64_t bytes = static_cast<uint64_t>(ir::dtypeBytes(dtype));
+  for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  return {begin, begin + bytes};
+}
+
+// Enforces stitch_program_run's aliasing contract (stitch.h) and returns, per output, the input
+// whose memory it is exactly (-1: none). Kernels read inputs while other units write outputs, so
+// any overlap other than an exact one cannot be made correct without copying the input first;
+// it is refused rather than silently computed on half-overwritten data.
+std::vector<int> checkAliasing(const ir::Graph& g, std::span<const reference::TensorView> in,
+                               std::span<const reference::MutTensorView> out, rt::Backend backend) {
+  std::vector<ByteRange> inRanges, outRanges;
+  for (const auto& t : in) inRanges.push_back(rangeOf(t.dtype, t.shape, t.data));
+  for (const auto& t : out) outRanges.push_back(rangeOf(t.dtype, t.shape, t.data));
+  std::vector<int> exact(out.size(), -1);
+  for (size_t j = 0; j < out.size(); ++j) {
+    for (size_t k = 0; k < j; ++k)
+      STITCH_CHECK(!outRanges[j].overlaps(outRanges[k]), ErrorCode::InvalidArgument,
+                   "{} and {} share memory; outputs must not overlap each other", outputName(g, k),
+                   outputName(g, j));
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!outRanges[j].overlaps(inRanges[i])) continue;
+      STITCH_CHECK(outRanges[j] == inRanges[i], ErrorCode::InvalidArgument,
+                   "{} partially overlaps {}; an output may be exactly an input's memory (in "
+                   "place) or separate from it, nothing in between",
+                   outputName(g, j), inputName(g, i));
+      STITCH_CHECK(!isGpu(backend), ErrorCode::Unsupported,
+                   "{} is the memory of {} (in place); the {} backend does not run in place in "
+                   "this version: pass a separate output",
+                   outputName(g, j), inputName(g, i), rt::backendName(backend));
+      exact[j] = static_cast<int>(i);
+    }
+  }
+  return exact;
+}
+
+// A host buffer for an in-place output: the run writes here, then the result is copied over the
+// input it aliases.
+struct StagedOutput {
+  std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
+  size_t bytes = 0;
+};
+
 // Runs a program on checked tensor views: plans (and compiles) the signature on first use.
+// Types are checked before aliasing, so a wrong dtype or shape is reported as such.
 void runChecked(stitch_program_s& program, std::span<const reference::TensorView> in,
                 std::span<const reference::MutTensorView> out, void* stream) {
   const ir::Graph& g = program.graph;
-  std::shared_ptr<SignatureState> state = stateFor(program, in);
-  if (program.config->backend != rt::Backend::Reference) {
-    // stateFor bound the inputs; outputs must match the concrete output types exactly.
-    std::vector<ir::ConcreteInput> sig;
-    for (const auto& t : in) sig.push_back({t.dtype, t.shape});
-    ir::Bindings b = ir::bindInputs(program.optimized, sig);
-    for (size_t i = 0; i < out.size(); ++i) {
-      const ir::Node& n = program.optimized.node(program.optimized.outputs()[i]);
-      std::vector<int64_t> want = ir::concretize(n.type.shape, b);
-      STITCH_CHECK(
-          out[i].dtype == n.type.dtype &&
-              std::equal(want.begin(), want.end(), out[i].shape.begin(), out[i].shape.end()),
-          ErrorCode::ShapeMismatch, "{} must be {}[{}]", outputName(g, i),
-          ir::dtypeName(n.type.dtype), fmt::join(want, ", "));
-    }
-    if (isGpu(program.config->backend)) {
-      runOnGpu(program, *state, in, out, stream);
-      return;
-    }
-#if defined(STITCH_HAVE_LLVM)
-    runOnHost(program, *state, in, out);
-    return;
-#endif
+  rt::Backend backend = program.config->backend;
+  std::vector<ir::ConcreteInput> sig;
+  for (const auto& t : in) sig.push_back({t.dtype, t.shape});
+  ir::Bindings b = ir::bindInputs(g, sig);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const ir::Node& n = g.node(g.outputs()[i]);
+    std::vector<int64_t> want = ir::concretize(n.type.shape, b);
+    STITCH_CHECK(out[i].dtype == n.type.dtype &&
+                     std::equal(want.begin(), want.end(), out[i].shape.begin(), out[i].shape.end()),
+                 ErrorCode::ShapeMismatch, "{} must be {}[{}]", outputName(g, i),
+                 ir::dtypeName(n.type.dtype), fmt::join(want, ", "));
   }
-  reference::evaluate(g, in, out);
+  std::vector<int> inPlace = checkAliasing(g, in, out, backend);
+  // In-place outputs (host backends only): run into temporaries, then copy into place.
+  std::vector<StagedOutput> staged(out.size());
+  std::vector<reference::MutTensorView> runOut(out.begin(), out.end());
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (inPlace[j] < 0) continue;
+    ByteRange r = rangeOf(out[j].dtype, out[j].shape, out[j].data);
+    staged[j].bytes = r.end - r.begin;
+    staged[j].data.reset(std::aligned_alloc(64, (staged[j].bytes + 63) / 64 * 64));
+    STITCH_CHECK(staged[j].data != nullptr, ErrorCode::OutOfMemory,
+                 "cannot allocate {} bytes to run {} in place", staged[j].bytes, outputName(g, j));
+    runOut[j].data = staged[j].data.get();
+  }
+  std::shared_ptr<SignatureState> state = stateFor(program, in);
+  if (isGpu(backend)) {
+    runOnGpu(program, *state, in, runOut, stream);
+  } else if (backend == rt::Backend::Cpu) {
+#if defined(STITCH_HAVE_LLVM)
+    runOnHost(program, *state, in, runOut);
+#else
+    STITCH_INTERNAL(false, "the cpu backend was resolved in a build without LLVM");
+#endif
+  } else {
+    reference::evaluate(g, in, runOut);
+  }
+  for (size_t j = 0; j < out.size(); ++j)
+    if (inPlace[j] >= 0) std::memcpy(out[j].data, staged[j].data.get(), staged[j].bytes);
 }
 
 }  // namespace
@@ -467,15 +537,17 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     config->dumpDir = env::get("STITCH_DUMP_DIR").value_or(".");
     log().debug("engine created: backend {} (requested {}), fusion {}",
                 rt::backendName(config->backend), backend, fusion::modeName(config->fusion));
-    *out = new stitch_engine_s{std::move(config)};
+    *out = api::publish(new stitch_engine_s{std::move(config)});
     return STITCH_OK;
   })
 }
 
-void stitch_engine_destroy(stitch_engine_t engine) { delete engine; }
+void stitch_engine_destroy(stitch_engine_t engine) {
+  if (api::destroyCheck(engine, api::HandleKind::Engine, __func__)) delete engine;
+}
 
 stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out) {
-  STITCH_API_REQUIRE(engine);
+  STITCH_API_HANDLE(engine);
   STITCH_API_REQUIRE(out);
   rt::Backend b = engine->config->backend;
   *out = DLDevice{b == rt::Backend::Cuda ? kDLCUDA : b == rt::Backend::Hip ? kDLROCM : kDLCPU, 0};
@@ -483,7 +555,7 @@ stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out) {
 }
 
 stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void** out) {
-  STITCH_API_REQUIRE(engine);
+  STITCH_API_HANDLE(engine);
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     rt::Backend b = engine->config->backend;
@@ -501,7 +573,11 @@ stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void**
 }
 
 void stitch_engine_free(stitch_engine_t engine, void* ptr) {
-  if (!engine || !ptr) return;
+  if (!ptr) return;
+  if (!api::isLive(engine)) {
+    log().error("stitch_engine_free: engine is not a live stitch_engine_t; {} not freed", ptr);
+    return;
+  }
   try {
     rt::Backend b = engine->config->backend;
     if (isGpu(b)) {
@@ -518,7 +594,7 @@ void stitch_engine_free(stitch_engine_t engine, void* ptr) {
 
 stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src, size_t bytes,
                                    stitch_copy_kind_t kind, void* stream) {
-  STITCH_API_REQUIRE(engine);
+  STITCH_API_HANDLE(engine);
   if (bytes) {
     STITCH_API_REQUIRE(dst);
     STITCH_API_REQUIRE(src);
@@ -544,7 +620,7 @@ stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void
 }
 
 stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, void* stream) {
-  STITCH_API_REQUIRE(engine);
+  STITCH_API_HANDLE(engine);
   STITCH_API_GUARD({
     rt::Backend b = engine->config->backend;
     if (isGpu(b)) {
@@ -557,7 +633,7 @@ stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, void* stream) 
 }
 
 stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_stats_t* out) {
-  STITCH_API_REQUIRE(engine);
+  STITCH_API_HANDLE(engine);
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     *out = cacheStats(engine->config->backend);
@@ -566,13 +642,13 @@ stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_s
 }
 
 const char* stitch_engine_backend(stitch_engine_t engine) {
-  return engine ? rt::backendName(engine->config->backend).data() : nullptr;
+  return api::isLive(engine) ? rt::backendName(engine->config->backend).data() : nullptr;
 }
 
 stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t graph,
                                        stitch_program_t* out) {
-  STITCH_API_REQUIRE(engine);
-  STITCH_API_REQUIRE(graph);
+  STITCH_API_HANDLE(engine);
+  STITCH_API_HANDLE(graph);
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     const ir::Graph& g = graph->graph();
@@ -581,27 +657,29 @@ stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t gr
     p->config = engine->config;
     p->graph = g;
     p->optimized = passes::runPasses(g);
-    *out = p.release();
+    *out = api::publish(p.release());
     log().debug("compiled graph {} ({} ops) for backend {}", g.name(), g.numOps(),
                 rt::backendName(engine->config->backend));
     return STITCH_OK;
   })
 }
 
-void stitch_program_destroy(stitch_program_t program) { delete program; }
+void stitch_program_destroy(stitch_program_t program) {
+  if (api::destroyCheck(program, api::HandleKind::Program, __func__)) delete program;
+}
 
 size_t stitch_program_num_inputs(stitch_program_t program) {
-  return program ? program->graph.inputs().size() : 0;
+  return api::isLive(program) ? program->graph.inputs().size() : 0;
 }
 
 size_t stitch_program_num_outputs(stitch_program_t program) {
-  return program ? program->graph.outputs().size() : 0;
+  return api::isLive(program) ? program->graph.outputs().size() : 0;
 }
 
 stitch_status_t stitch_program_output_shape(stitch_program_t program, const DLTensor* inputs,
                                             size_t num_inputs, size_t output_index, int64_t* shape,
                                             size_t max_rank, size_t* rank) {
-  STITCH_API_REQUIRE(program);
+  STITCH_API_HANDLE(program);
   if (num_inputs) STITCH_API_REQUIRE(inputs);
   STITCH_API_REQUIRE(rank);
   if (max_rank) STITCH_API_REQUIRE(shape);
@@ -621,7 +699,7 @@ stitch_status_t stitch_program_output_shape(stitch_program_t program, const DLTe
 stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inputs,
                                    size_t num_inputs, DLTensor* outputs, size_t num_outputs,
                                    void* stream) {
-  STITCH_API_REQUIRE(program);
+  STITCH_API_HANDLE(program);
   if (num_inputs) STITCH_API_REQUIRE(inputs);
   if (num_outputs) STITCH_API_REQUIRE(outputs);
   STITCH_API_GUARD({

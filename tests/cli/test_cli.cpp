@@ -60,6 +60,55 @@ bool haveCpuBackend() {
   return have;
 }
 
+// Regression: with two or more symbols bound, the plan's header and JSON named no bindings and
+// gave null bytes for every tensor with a symbolic dim, though the plan used the sizes.
+TEST(Cli, PlanShowsEveryBindingAndExactBytes) {
+  std::string file = std::string(STITCH_SOURCE_DIR) + "/examples/attention_softmax.stitch";
+  Result json = runCli("plan " + file +
+                       " --graph attention_softmax --dim B=4 --dim S=96 "
+                       "--dim H=12 --format json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  EXPECT_NE(json.out.find(R"("bindings": {"B": 4, "H": 12, "S": 96})"), std::string::npos)
+      << json.out;
+  EXPECT_EQ(json.out.find("null"), std::string::npos) << json.out;
+  // scores: bf16[4, 12, 96, 96] = 884,736 bytes.
+  EXPECT_NE(json.out.find("884736"), std::string::npos) << json.out;
+  Result text = runCli("plan " + file +
+                       " --graph attention_softmax --dim B=4 --dim S=96 "
+                       "--dim H=12");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("B=4"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("S=96"), std::string::npos) << text.out;
+}
+
+// A STITCH_* variable Stitch does not read is most likely a typo: warned once, naming it.
+TEST(Cli, UnknownStitchVariablesAreWarnedAbout) {
+  std::string file = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  Result r = runCli("plan " + file + " --graph softmax", "STITCH_BACKNED=cpu STITCH_FUSOIN=off");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("unknown environment variables STITCH_BACKNED, STITCH_FUSOIN"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("STITCH_BACKEND"), std::string::npos) << r.out;
+  size_t first = r.out.find("unknown environment variable");
+  EXPECT_EQ(r.out.find("unknown environment variable", first + 1), std::string::npos) << r.out;
+  Result quiet = runCli("plan " + file + " --graph softmax", "STITCH_FUSION=off");
+  EXPECT_EQ(quiet.out.find("unknown environment variable"), std::string::npos) << quiet.out;
+}
+
+// Every subcommand honours STITCH_LOG_LEVEL, `plan` included, and rejects a bad value.
+TEST(Cli, PlanHonoursTheLogLevel) {
+  std::string file = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  Result bad = runCli("plan " + file + " --graph softmax", "STITCH_LOG_LEVEL=loud");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("STITCH_LOG_LEVEL=loud"), std::string::npos) << bad.out;
+  Result debug = runCli("plan " + file + " --graph softmax", "STITCH_LOG_LEVEL=debug");
+  EXPECT_EQ(debug.code, 0) << debug.out;
+  EXPECT_NE(debug.out.find("[stitch debug]"), std::string::npos) << debug.out;
+  Result off = runCli("plan " + file + " --graph softmax", "STITCH_LOG_LEVEL=off");
+  EXPECT_EQ(off.out.find("[stitch"), std::string::npos) << off.out;
+}
+
 TEST(Cli, EveryExampleOnTheCpuBackendChecksAgainstTheReference) {
   if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
   for (const auto& entry : fs::directory_iterator(fs::path(STITCH_SOURCE_DIR) / "examples")) {
