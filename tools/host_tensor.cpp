@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "ir/dtype.h"
+#include "support/checked.h"
+#include "support/memory.h"
 
 namespace stitch::cli {
 
@@ -69,13 +71,23 @@ void store(HostTensor& t, int64_t i, double v) {
 
 }  // namespace
 
-HostTensor::HostTensor(stitch_dtype_t t, std::vector<int64_t> s)
-    : dtype(t), shape(std::move(s)), bytes(static_cast<size_t>(numel() * elementBytes(t))) {}
-
-int64_t HostTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+HostTensor::HostTensor(stitch_dtype_t t, std::vector<int64_t> s, const std::string& what)
+    : dtype(t), shape(std::move(s)) {
+  // Sizes are checked (src/support/checked.h) and held against the machine's memory before the
+  // buffer exists: a wrapped count ran 2^64 elements as "(empty)", and a buffer past the memory
+  // was std::bad_alloc or an OOM kill.
+  std::optional<TensorSize> size = checkedTensorSize(shape, elementBytes(t));
+  if (!size)
+    throw Error(STITCH_ERROR_INVALID_ARGUMENT,
+                fmt::format("{} {} is larger than the limit of 2^62 bytes per tensor", what,
+                            typeString(t, shape)));
+  if (size->bytes > hostMemoryBytes())
+    throw Error(
+        STITCH_ERROR_OUT_OF_MEMORY,
+        fmt::format("{} {} needs {}, more than this machine's memory, {}", what,
+                    typeString(t, shape), bytesText(size->bytes), bytesText(hostMemoryBytes())));
+  numel_ = size->elements;
+  bytes.resize(static_cast<size_t>(size->bytes));
 }
 
 double HostTensor::at(int64_t i) const {

@@ -16,12 +16,17 @@ struct HostTensor {
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 
-  HostTensor(stitch_dtype_t t, std::vector<int64_t> s);
-  int64_t numel() const;
+  // `what` names the tensor in errors ("input 'x'"): a shape past the size limit is
+  // STITCH_ERROR_INVALID_ARGUMENT, one larger than the machine's memory STITCH_ERROR_OUT_OF_MEMORY.
+  HostTensor(stitch_dtype_t t, std::vector<int64_t> s, const std::string& what = "tensor");
+  int64_t numel() const { return numel_; }
   // Element i as a double (ints and bools exactly, as long as |value| < 2^53).
   double at(int64_t i) const;
   // A DLPack view on the host (kDLCPU); valid while this tensor lives and is not resized.
   DLTensor view();
+
+ private:
+  int64_t numel_ = 0;
 };
 
 // Fills t with the seeded values described above; `stream` is usually the input's index.

@@ -7,7 +7,8 @@
 //   stitch demo [--backend B] [--iters K]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
-// option); 3 backend unavailable; 4 compile failure; 5 internal error.
+// option, a shape too large for the limits or the machine's memory); 3 backend unavailable; 4
+// compile failure; 5 internal error.
 //
 // Decisions where DESIGN.md is silent: without --graph, `run` runs every graph of the file in
 // order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
@@ -43,8 +44,9 @@ int exitCodeFor(stitch_status_t s) {
     case STITCH_OK: return kOk;
     case STITCH_ERROR_BACKEND_UNAVAILABLE: return kUnavailable;
     case STITCH_ERROR_COMPILE: return kCompile;
-    case STITCH_ERROR_INTERNAL:
-    case STITCH_ERROR_OUT_OF_MEMORY: return kInternal;
+    case STITCH_ERROR_INTERNAL: return kInternal;
+    // A shape too large for this machine's memory is the input's problem (README, "Sizes").
+    case STITCH_ERROR_OUT_OF_MEMORY:
     case STITCH_ERROR_INVALID_ARGUMENT:
     case STITCH_ERROR_PARSE:
     case STITCH_ERROR_INVALID_GRAPH:
@@ -161,7 +163,7 @@ std::vector<HostTensor> makeInputs(const Graph& g, const std::map<std::string, i
         defaulted.insert(d.symbol);
       }
     }
-    inputs.emplace_back(info.dtype, shape);
+    inputs.emplace_back(info.dtype, shape, fmt::format("input '{}'", info.name));
     fillRandom(inputs.back(), seed, i);
   }
   return inputs;
@@ -202,7 +204,8 @@ RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>
   Staged in = stage(engine, inputs, /*copyIn=*/true);
   RunResult r;
   for (size_t i = 0; i < p.numOutputs(); ++i)
-    r.outputs.emplace_back(g.output(i).dtype, p.outputShape(in.views, i));
+    r.outputs.emplace_back(g.output(i).dtype, p.outputShape(in.views, i),
+                           fmt::format("output '{}'", g.output(i).name));
   Staged out = stage(engine, r.outputs, /*copyIn=*/false);
   // The first run also plans the signature and makes its kernels: timed apart, not in --iters.
   stitch_cache_stats_t before = engine.cacheStats();

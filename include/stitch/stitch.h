@@ -68,6 +68,7 @@ typedef enum {
   STITCH_ERROR_BACKEND_UNAVAILABLE = 5, /* the backend is not built in or has no device */
   STITCH_ERROR_COMPILE = 6,             /* generating or compiling a kernel failed */
   STITCH_ERROR_UNSUPPORTED = 7,         /* valid request this version does not handle */
+  /* A buffer larger than the host's memory (checked before allocating) or the device can give: */
   STITCH_ERROR_OUT_OF_MEMORY = 8,
   STITCH_ERROR_IO = 9,       /* a file could not be read or written */
   STITCH_ERROR_INTERNAL = 10 /* a bug in Stitch; please report it */
@@ -273,7 +274,8 @@ STITCH_API size_t stitch_program_num_outputs(stitch_program_t program);
 /* Output shapes for inputs of the given shapes (only ndim, shape and dtype of each input are
  * read; data may be NULL). Writes the rank of output `output_index` to *rank and its dims to
  * shape[0..min(rank, max_rank)). Fails with STITCH_ERROR_SHAPE_MISMATCH when the inputs do not
- * fit the graph's signature (wrong count, dtype, rank, a dim, or a symbol bound two ways). */
+ * fit the graph's signature (wrong count, dtype, rank, a dim, or a symbol bound two ways), or
+ * when a value of the graph would exceed 2^62 bytes under them (README, "Sizes"). */
 STITCH_API stitch_status_t stitch_program_output_shape(stitch_program_t program,
                                                        const DLTensor* inputs, size_t num_inputs,
                                                        size_t output_index, int64_t* shape,
@@ -282,8 +284,10 @@ STITCH_API stitch_status_t stitch_program_output_shape(stitch_program_t program,
 /* Runs the program. `inputs` and `outputs` are caller-owned tensors on the engine's device; the
  * outputs must have the shapes stitch_program_output_shape gives and the graph's dtypes, and are
  * written in place. Tensors must be compact row-major (strides NULL or equal to the compact
- * strides; dims of size 1 may have any stride); others fail with STITCH_ERROR_UNSUPPORTED.
- * `stream` is the device stream to run on (NULL: the default stream; ignored on the host).
+ * strides; dims of size 1 may have any stride); others fail with STITCH_ERROR_UNSUPPORTED. A
+ * tensor past 2^62 bytes is STITCH_ERROR_INVALID_ARGUMENT; a run whose host buffers would not fit
+ * the machine's memory fails with STITCH_ERROR_OUT_OF_MEMORY before allocating. `stream` is the
+ * device stream to run on (NULL: the default stream; ignored on the host).
  *
  * Aliasing: inputs may share memory with each other in any way (they are only read). An output
  * may be exactly the memory of an input (same address and byte size: an in-place update such as
@@ -326,7 +330,9 @@ STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
 /* The DLPack device of the engine's tensors. */
 STITCH_API stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out);
 
-/* Allocates `bytes` (256-byte aligned) on the engine's device; free with stitch_engine_free. */
+/* Allocates `bytes` (256-byte aligned) on the engine's device; free with stitch_engine_free.
+ * More than the machine's memory (host backends) or than the device can give fails with
+ * STITCH_ERROR_OUT_OF_MEMORY and leaves *out unchanged. */
 STITCH_API stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void** out);
 
 /* Frees memory from stitch_engine_alloc. NULL is a no-op. */

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "support/error.h"
+#include "support/memory.h"
 
 namespace stitch::rt::cpu {
 
@@ -38,6 +39,8 @@ void Arena::prepare(std::span<const int64_t> slotBytes) {
     total += size;
   }
   if (total <= capacity_) return;
+  // Overcommitted memory would be granted and then OOM-kill the process in the memset below.
+  checkHostMemory(static_cast<int64_t>(total), "the cpu backend's arena for intermediates");
 
   // Grow by half at least, so a shape that creeps up does not reallocate and re-fault each time.
   size_t want = roundUp(std::max(total, capacity_ + capacity_ / 2), kPage);

@@ -4,13 +4,14 @@
 #include <algorithm>
 #include <array>
 
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::rt::cpu {
 
 int64_t SlotPlan::totalBytes() const {
   int64_t total = 0;
-  for (int64_t b : slotBytes) total += b;
+  for (int64_t b : slotBytes) total = saturatingAdd(total, b);  // compared to memory, never used
   return total;
 }
 
@@ -59,7 +60,10 @@ SlotPlan assignSlots(std::span<const CompiledKernel> kernels, std::span<const in
       auto i = static_cast<size_t>(key);
       if (first[i] < 0) first[i] = ki;
       last[i] = ki;
-      bytes[i] = std::max(bytes[i], b.elements * ir::dtypeBytes(b.dtype));
+      auto size = checkedByteSize(b.elements, ir::dtypeBytes(b.dtype));
+      STITCH_INTERNAL(size.has_value(), "kernel {} writes {} elements of {}, past the size limit",
+                      ki, b.elements, ir::dtypeName(b.dtype));
+      bytes[i] = std::max(bytes[i], *size);
     }
   }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::rt::gpu {
@@ -45,6 +46,9 @@ GpuArenas::Arena& GpuArenas::forStream(void* stream, const cpu::SlotPlan& plan, 
   for (int64_t b : plan.slotBytes) {
     offsets.push_back(total);
     total += alignUp(static_cast<size_t>(std::max<int64_t>(b, 1)));
+    // Each slot is within 2^62 bytes (support/checked.h); their sum is checked as it grows.
+    STITCH_CHECK(total <= static_cast<size_t>(kMaxTensorBytes), ErrorCode::OutOfMemory,
+                 "the intermediates of a program need more than 2^62 bytes of device memory");
   }
   size_t barrierOffset = total;
   size_t barrierBytes = static_cast<size_t>(barriers) * 2 * sizeof(uint32_t);

@@ -8,6 +8,7 @@
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
+#include "ir/signature.h"
 #include "passes/pipeline.h"
 #include "support/env.h"
 #include "support/logging.h"
@@ -70,6 +71,7 @@ PlannedGraph planForSizes(const ir::Graph& g, const std::string& profileName, fu
   ir::verify(g);
   PlannedGraph p;
   p.bindings = bindingsFor(g, symbols, sizes, n);
+  ir::checkValueSizes(g, p.bindings);  // before the planner multiplies the sizes
   p.optimized = passes::runPasses(g);
   fusion::PlannerOptions options;
   options.mode = mode;

@@ -22,8 +22,10 @@
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "runtime/gpu/gpu_executor.h"
+#include "support/checked.h"
 #include "support/env.h"
 #include "support/logging.h"
+#include "support/memory.h"
 #if defined(STITCH_HAVE_LLVM)
 #include "codegen/llvm/llvm_emitter.h"
 #include "runtime/cpu/arena.h"
@@ -147,6 +149,10 @@ ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend ba
                  "{} is on device {}; this version of Stitch runs on device 0 only", what,
                  t.device.device_id);
   }
+  // The size must fit (support/checked.h) before anything multiplies the dims or indexes the
+  // buffer: [2^58, 64] would wrap to 0 elements and pass as empty.
+  TensorSize size = requireTensorSize(std::span<const int64_t>(t.shape, t.ndim),
+                                      ir::dtypeBytes(dtype), what, ErrorCode::InvalidArgument);
   if (t.strides) {
     int64_t expect = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
@@ -162,12 +168,11 @@ ir::DType checkTensor(const DLTensor& t, const std::string& what, rt::Backend ba
                         "pass a contiguous tensor",
                         what, strides, shape));
       }
-      expect *= t.shape[i];
+      expect *= t.shape[i];  // within the size checked above
     }
   }
-  int64_t n = 1;
-  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
-  STITCH_CHECK(t.data != nullptr || n == 0, ErrorCode::InvalidArgument, "{} has NULL data", what);
+  STITCH_CHECK(t.data != nullptr || size.elements == 0, ErrorCode::InvalidArgument,
+               "{} has NULL data", what);
   return dtype;
 }
 
@@ -213,6 +218,29 @@ std::string signatureKey(std::span<const reference::TensorView> inputs) {
   }
   return key;
 }
+
+#if defined(STITCH_HAVE_LLVM)
+// The cpu backend's intermediates must fit the machine (support/memory.h); refused here, before
+// the first run, with the largest of them named.
+void checkArenaFits(const ir::Graph& g, const SignatureState& s) {
+  int64_t total = s.slots.totalBytes();
+  if (total <= hostMemoryBytes()) return;
+  int largest = -1;
+  int64_t largestBytes = 0;
+  for (const rt::cpu::CompiledKernel& k : s.kernels)
+    for (const rt::cpu::KernelBuffer& b : k.outputs) {
+      int64_t bytes = saturatingMul(b.elements, ir::dtypeBytes(b.dtype));
+      bool inArena = b.value >= 0 && static_cast<size_t>(b.value) < s.slots.valueSlot.size() &&
+                     s.slots.valueSlot[static_cast<size_t>(b.value)] >= 0;
+      if (inArena && bytes > largestBytes) largest = b.value, largestBytes = bytes;
+    }
+  std::string what = fmt::format("graph {} on the cpu backend: its intermediates", g.name());
+  if (largest >= 0)
+    what += fmt::format(" (the largest, '{}' {}, takes {})", g.node(largest).name,
+                        ir::typeStr(g.node(largest).type), bytesText(largestBytes));
+  checkHostMemory(total, what);
+}
+#endif
 
 // The state for this input signature, made on its first run: the plan (dumped if asked) and, on
 // the cpu backend, the compiled kernels. Later runs of the signature find it in the map.
@@ -285,6 +313,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
     std::vector<int> external(p.optimized.inputs().begin(), p.optimized.inputs().end());
     external.insert(external.end(), p.optimized.outputs().begin(), p.optimized.outputs().end());
     state->slots = rt::cpu::assignSlots(state->kernels, external);
+    checkArenaFits(p.optimized, *state);
   }
 #endif
   p.states.emplace(key, state);
@@ -398,7 +427,8 @@ stitch_cache_stats_t cacheStats(rt::Backend backend) {
   return stitch_cache_stats_t{};
 }
 
-// The bytes [begin, end) a checked tensor view covers (checkTensor verified its sizes).
+// The bytes [begin, end) a tensor view covers. Unchecked arithmetic is safe here: checkTensor
+// bounded every tensor to 2^62 bytes (support/checked.h).
 struct ByteRange {
   uintptr_t begin = 0, end = 0;
   bool empty() const { return begin == end; }
@@ -564,6 +594,10 @@ stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void**
       d.makeCurrent();
       *out = d.allocate(std::max<size_t>(bytes, 1));
     } else {
+      // Checked before the round-up below, which would wrap SIZE_MAX to a tiny block.
+      STITCH_CHECK(bytes <= static_cast<uint64_t>(hostMemoryBytes()), ErrorCode::OutOfMemory,
+                   "stitch_engine_alloc: {} bytes is more than this machine's memory, {}", bytes,
+                   bytesText(hostMemoryBytes()));
       void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
       STITCH_CHECK(p != nullptr, ErrorCode::OutOfMemory, "cannot allocate {} bytes", bytes);
       *out = p;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::fusion {
@@ -88,19 +89,23 @@ std::string operandText(const ir::Graph& g, int id) {
   return ir::isInt(n.type.dtype) ? std::to_string(static_cast<int64_t>(v)) : ir::formatDouble(v);
 }
 
+// Bindings deduced from a plan are trusted for display only: a size past the limit shows as
+// unknown rather than wrapping.
 std::optional<int64_t> valueBytes(const Facts& f, int id) {
   const ir::TensorType& t = f.g.node(id).type;
-  int64_t n = ir::dtypeBytes(t.dtype);
+  std::vector<int64_t> dims;
   for (const ir::Dim& d : t.shape) {
     if (d.isStatic()) {
-      n *= d.size;
+      dims.push_back(d.size);
     } else if (auto it = f.bindings.find(d.symbol); it != f.bindings.end()) {
-      n *= it->second;
+      dims.push_back(it->second);
     } else {
       return std::nullopt;
     }
   }
-  return n;
+  auto size = checkedTensorSize(dims, ir::dtypeBytes(t.dtype));
+  if (!size) return std::nullopt;
+  return size->bytes;
 }
 
 // Operands of a node, each value once, constants left out.
@@ -112,7 +117,9 @@ std::vector<int> distinctValueOperands(const ir::Node& n, const ir::Graph& g) {
   return out;
 }
 
-int64_t kernelBytes(const Kernel& k) { return k.summary.bytesRead + k.summary.bytesWritten; }
+int64_t kernelBytes(const Kernel& k) {
+  return saturatingAdd(k.summary.bytesRead, k.summary.bytesWritten);
+}
 
 double toMicros(double seconds) { return seconds * 1e6; }
 

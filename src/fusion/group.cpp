@@ -5,6 +5,7 @@
 
 #include "fusion/cost_model.h"
 #include "ir/signature.h"
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::fusion {
@@ -23,9 +24,13 @@ PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
   isOutput.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
-    numel[i] =
-        std::accumulate(shapes[i].begin(), shapes[i].end(), int64_t{1}, std::multiplies<int64_t>());
-    bytes[i] = numel[i] * ir::dtypeBytes(node.type.dtype);
+    // bindInputs (or the planning entry points) checked the sizes; a caller that did not gets an
+    // error here, not a wrapped count (a negative count once made chooseDomain index shapes[-1]).
+    TensorSize size =
+        requireTensorSize(shapes[i], ir::dtypeBytes(node.type.dtype),
+                          fmt::format("value '{}'", node.name), ErrorCode::ShapeMismatch);
+    numel[i] = size.elements;
+    bytes[i] = size.bytes;
     kinds[i] = classify(node.op);
     for (int o : node.operands)
       if (consumers[o].empty() || consumers[o].back() != static_cast<int>(i))
@@ -57,17 +62,21 @@ namespace {
 // How a value sits in the kernel's domain (see group.h).
 enum class Place { Elem, Row, Partial, Global };
 
-int64_t product(std::span<const int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
-}
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 std::string shapeText(std::span<const int64_t> s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
+
+// Dims here are a planned value's (or a part of one): within kMaxTensorBytes (support/checked.h).
+int64_t product(std::span<const int64_t> dims) {
+  auto n = checkedElementCount(dims);
+  STITCH_INTERNAL(n.has_value(), "dims {} were not size-checked", shapeText(dims));
+  return *n;
+}
+
+// a and b are sizes (<= 2^62), so a + b - 1 cannot overflow.
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The analysis of one connected part with one domain.
 class Analyzer {
@@ -410,8 +419,8 @@ void Analyzer::countWork(Kernel& k) {
     if (r.last > r.first && ctx_.numel[r.value] == domain) ++live;
 
   // Traffic: every external value once; every output once.
-  for (int o : k.inputs) s.bytesRead += ctx_.bytes[o];
-  for (int o : k.outputs) s.bytesWritten += ctx_.bytes[o];
+  for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
+  for (int o : k.outputs) s.bytesWritten = saturatingAdd(s.bytesWritten, ctx_.bytes[o]);
 
   // Work, per element computed; partial values are recomputed by every element that uses them.
   for (int n : k.nodes) {
@@ -434,17 +443,17 @@ void Analyzer::countWork(Kernel& k) {
       case OpKind::BroadcastTo:
       case OpKind::Source:
       case OpKind::Input:
-        s.cheapOps += work;
-        s.recomputeCheapOps += extra;
+        s.cheapOps = saturatingAdd(s.cheapOps, work);
+        s.recomputeCheapOps = saturatingAdd(s.recomputeCheapOps, extra);
         break;
       case OpKind::Expensive:
-        s.expensiveOps += work;
-        s.recomputeExpensiveOps += extra;
+        s.expensiveOps = saturatingAdd(s.expensiveOps, work);
+        s.recomputeExpensiveOps = saturatingAdd(s.recomputeExpensiveOps, extra);
         break;
       case OpKind::Composite:
         // Opaque: about a dozen cheap and two expensive ops per element.
-        s.cheapOps += 12 * work;
-        s.expensiveOps += 2 * work;
+        s.cheapOps = saturatingAdd(s.cheapOps, saturatingMul(12, work));
+        s.expensiveOps = saturatingAdd(s.expensiveOps, saturatingMul(2, work));
         break;
       case OpKind::Reshape:
       case OpKind::DataMovement: break;  // index arithmetic only
@@ -460,19 +469,21 @@ void Analyzer::countWork(Kernel& k) {
   for (int n : k.nodes) reductions += ctx_.kinds[n] == OpKind::Reduce;
   if (m.kind != MappingKind::Loop && ctx_.hw.isGpu) {
     int64_t perThread = ceilDiv(rowLength_, std::max<int64_t>(lanesPerRow_, 1));
-    int64_t liveRegs = perThread * live;
+    int64_t liveRegs = saturatingMul(perThread, live);
     int64_t rowsPerBlock = m.width == RowWidth::Warp ? m.threadsPerBlock / ctx_.hw.warpSize : 1;
     if (liveRegs <= 64) {
       s.registersPerThread = base + static_cast<int>(liveRegs);
     } else {
       // Too many to keep in registers: hold them in shared memory, else read them again.
-      int64_t smem = rowsPerBlock * rowLength_ * 4 * live;
-      if (m.kind != MappingKind::RowReduce) smem = m.threadsPerBlock * perThread * 4 * live;
-      if (smem + 4096 <= ctx_.hw.sharedMemoryPerBlock) {
+      // Estimates over sizes up to 2^62: saturating, so a huge row simply does not fit.
+      int64_t smem = saturatingMul(saturatingMul(rowsPerBlock, rowLength_), 4 * live);
+      if (m.kind != MappingKind::RowReduce)
+        smem = saturatingMul(saturatingMul(m.threadsPerBlock, perThread), 4 * live);
+      if (smem <= ctx_.hw.sharedMemoryPerBlock - 4096) {
         s.sharedMemoryPerBlock += smem;
         s.blockSyncs += 1;
       } else {
-        s.bytesRead += live * domain * 4;
+        s.bytesRead = saturatingAdd(s.bytesRead, saturatingMul(domain, 4 * live));
       }
     }
     // Partial results of each reduction combined across warps in shared memory.
@@ -604,13 +615,13 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
       if (std::find(k.inputs.begin(), k.inputs.end(), i) == k.inputs.end()) k.inputs.push_back(i);
     k.outputs.insert(k.outputs.end(), p.outputs.begin(), p.outputs.end());
     const KernelSummary& q = p.summary;
-    s.bytesRead += q.bytesRead;
-    s.bytesWritten += q.bytesWritten;
-    s.cheapOps += q.cheapOps;
-    s.expensiveOps += q.expensiveOps;
-    s.recomputeCheapOps += q.recomputeCheapOps;
-    s.recomputeExpensiveOps += q.recomputeExpensiveOps;
-    s.blocks += q.blocks;
+    s.bytesRead = saturatingAdd(s.bytesRead, q.bytesRead);
+    s.bytesWritten = saturatingAdd(s.bytesWritten, q.bytesWritten);
+    s.cheapOps = saturatingAdd(s.cheapOps, q.cheapOps);
+    s.expensiveOps = saturatingAdd(s.expensiveOps, q.expensiveOps);
+    s.recomputeCheapOps = saturatingAdd(s.recomputeCheapOps, q.recomputeCheapOps);
+    s.recomputeExpensiveOps = saturatingAdd(s.recomputeExpensiveOps, q.recomputeExpensiveOps);
+    s.blocks = saturatingAdd(s.blocks, q.blocks);
     s.threadsPerBlock = std::max(s.threadsPerBlock, q.threadsPerBlock);
     s.sharedMemoryPerBlock = std::max(s.sharedMemoryPerBlock, q.sharedMemoryPerBlock);
     s.registersPerThread = std::max(s.registersPerThread, q.registersPerThread);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "fusion/group.h"
+#include "support/checked.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
@@ -534,13 +535,16 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
     STITCH_INTERNAL(r.valid, "planned an invalid kernel: {}", r.reason);
     plan.kernels.push_back(r.kernel);
     plan.time += r.kernel.cost.time;
-    plan.bytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
+    plan.bytes = saturatingAdd(
+        plan.bytes, saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
   }
   for (int n : ctx.planned) {
     GroupResult r = analyses.get({n});
     ++plan.unfusedKernels;
     plan.unfusedTime += r.kernel.cost.time;
-    plan.unfusedBytes += r.kernel.summary.bytesRead + r.kernel.summary.bytesWritten;
+    plan.unfusedBytes =
+        saturatingAdd(plan.unfusedBytes,
+                      saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
   }
   // Every edge between two kernels gets the reason of that kernel pair (computed once a pair).
   std::map<std::pair<int, int>, std::string> reasons;

@@ -4,8 +4,24 @@
 #include <set>
 
 #include "ir/infer.h"
+#include "support/checked.h"
 
 namespace stitch::ir {
+
+namespace {
+
+// The static part of a value's size must fit the limit (support/checked.h): with symbolic dims
+// the value can then still overflow only through its bindings, which bindInputs checks.
+void checkStaticSize(const TensorType& t, std::string_view what) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : t.shape)
+    if (d.isStatic()) dims.push_back(d.size);
+  STITCH_CHECK(checkedTensorSize(dims, dtypeBytes(t.dtype)).has_value(), ErrorCode::InvalidGraph,
+               "{} has type {}, {} than the limit of 2^62 bytes per tensor", what, typeStr(t),
+               t.shape.size() == dims.size() ? "larger" : "with static dims alone larger");
+}
+
+}  // namespace
 
 bool isIdentifier(std::string_view s) {
   if (s.empty()) return false;
@@ -85,6 +101,7 @@ int GraphBuilder::addInput(std::string name, TensorType type, SourceLoc loc) {
       STITCH_CHECK(d.size >= 0, ErrorCode::InvalidGraph, "dim {} of input '{}' is negative", d.size,
                    name);
   }
+  checkStaticSize(type, fmt::format("input '{}'", name));
   int id = static_cast<int>(g_.nodes_.size());
   g_.byName_.emplace(name, id);
   g_.nodes_.push_back(Node{OpCode::Input, {}, {}, std::move(type), std::move(name), loc});
@@ -200,6 +217,7 @@ int GraphBuilder::addOp(OpCode op, std::vector<int> operands, Attrs attrs, std::
   checked = canonicalOrder(info, checked);
   if (name.empty()) name = freshName();
   else checkName(name);
+  checkStaticSize(type, fmt::format("the result of {} '{}'", info.name, name));
   int id = static_cast<int>(g_.nodes_.size());
   g_.byName_.emplace(name, id);
   g_.nodes_.push_back(
@@ -245,6 +263,11 @@ void verify(const Graph& g) {
     for (int o : n.operands)
       if (o < 0 || static_cast<size_t>(o) >= i)
         bad(fmt::format("node '{}' uses value {}, which is not defined before it", n.name, o));
+    try {
+      checkStaticSize(n.type, fmt::format("node '{}'", n.name));
+    } catch (const Error& e) {
+      bad(e.message());
+    }
     if (n.op == OpCode::Input) {
       inputs.push_back(static_cast<int>(i));
       continue;

@@ -1,5 +1,8 @@
 #include "ir/signature.h"
 
+#include <algorithm>
+
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::ir {
@@ -41,7 +44,29 @@ Bindings bindInputs(const Graph& g, std::span<const ConcreteInput> inputs) {
                    boundBy[d.symbol], size, where);
     }
   }
+  checkValueSizes(g, b);
   return b;
+}
+
+void checkValueSizes(const Graph& g, const Bindings& b) {
+  // Static shapes were checked when the graph was built; only symbols can make a value too large.
+  if (b.empty()) return;
+  std::vector<int64_t> dims;
+  for (const Node& n : g.nodes()) {
+    if (std::none_of(n.type.shape.begin(), n.type.shape.end(),
+                     [](const Dim& d) { return d.isSymbolic(); }))
+      continue;
+    dims = concretize(n.type.shape, b);
+    if (checkedTensorSize(dims, dtypeBytes(n.type.dtype))) continue;
+    std::string bound;
+    for (const auto& [sym, size] : b)
+      bound += fmt::format("{}{}={}", bound.empty() ? "" : ", ", sym, size);
+    requireTensorSize(
+        dims, dtypeBytes(n.type.dtype),
+        fmt::format("with {}, {} '{}' ({})", bound, n.op == OpCode::Input ? "input" : "value",
+                    n.name, typeStr(n.type)),
+        ErrorCode::ShapeMismatch);
+  }
 }
 
 std::vector<std::vector<int64_t>> concreteShapes(const Graph& g, const Bindings& b) {

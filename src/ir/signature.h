@@ -19,8 +19,13 @@ struct ConcreteInput {
   std::span<const int64_t> shape;
 };
 
-// Checks inputs against g's signature and returns the symbol bindings.
+// Checks inputs against g's signature and returns the symbol bindings. Also checks, as
+// checkValueSizes, that no value of g is too large under them.
 Bindings bindInputs(const Graph& g, std::span<const ConcreteInput> inputs);
+
+// Throws ShapeMismatch naming the value and the bindings when some value of g, under b, has more
+// than kMaxTensorBytes (support/checked.h). Static shapes were checked when g was built.
+void checkValueSizes(const Graph& g, const Bindings& b);
 
 // The concrete shape of every node under bindings (index = node id).
 std::vector<std::vector<int64_t>> concreteShapes(const Graph& g, const Bindings& b);

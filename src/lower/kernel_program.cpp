@@ -7,6 +7,7 @@
 #include "lower/kernel_program.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "ir/signature.h"
 #include "lower/split_rows.h"
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::lower {
@@ -27,8 +29,12 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 
+// Shapes here are planned values' (or parts of them), size-checked by bindInputs: within 2^62
+// (support/checked.h), so strides and the index arithmetic below fit in int64.
 int64_t product(const Dims& d) {
-  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<int64_t>());
+  auto n = checkedElementCount(d);
+  STITCH_INTERNAL(n.has_value(), "lowering: dims [{}] were not size-checked", fmt::join(d, ", "));
+  return *n;
 }
 
 Dims stridesOf(const Dims& shape) {

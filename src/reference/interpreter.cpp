@@ -18,7 +18,9 @@
 #include <type_traits>
 
 #include "ir/signature.h"
+#include "support/checked.h"
 #include "support/error.h"
+#include "support/memory.h"
 
 namespace stitch::reference {
 
@@ -28,10 +30,14 @@ using Dims = std::vector<int64_t>;
 
 namespace {
 
+// Shapes reach here through bindInputs, which checked every value's size; decode() and encode()
+// take caller shapes directly, so this checks again rather than trusting them.
 int64_t product(std::span<const int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  auto n = checkedElementCount(shape);
+  STITCH_CHECK(n.has_value(), ErrorCode::ShapeMismatch,
+               "a tensor of shape {} has more than 2^62 elements (or a negative dim)",
+               dimsText(shape));
+  return *n;
 }
 
 std::string dimsStr(std::span<const int64_t> s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
@@ -421,6 +427,26 @@ class Evaluator {
     shapes_ = ir::concreteShapes(g, ir::bindInputs(g, concrete));
     for (size_t i = 0; i < g.inputs().size(); ++i)
       inputIndex_[static_cast<size_t>(g.inputs()[i])] = i;
+    checkMemory();
+  }
+
+  // Every value is kept, as 8-byte doubles or int64s, and the largest may need a table of 8-byte
+  // offsets beside it: refuse, naming the largest value, rather than be killed half-way.
+  void checkMemory() const {
+    int64_t total = 0, largest = 0;
+    size_t largestId = 0;
+    for (size_t id = 0; id < shapes_.size(); ++id) {
+      int64_t bytes = saturatingMul(product(shapes_[id]), 8);
+      total = saturatingAdd(total, bytes);
+      if (bytes > largest) largest = bytes, largestId = id;
+    }
+    total = saturatingAdd(total, largest);
+    if (total <= hostMemoryBytes()) return;
+    const ir::Node& n = g_.nodes()[largestId];
+    checkHostMemory(total, fmt::format("evaluating graph {} on the reference backend (its largest "
+                                       "value, '{}' {}{}, takes {} as 8-byte numbers)",
+                                       g_.name(), n.name, ir::dtypeName(n.type.dtype),
+                                       dimsStr(shapes_[largestId]), bytesText(largest)));
   }
 
   std::vector<HostTensor> run() {

@@ -325,4 +325,74 @@ TEST(Cli, DemoRuns) {
   EXPECT_NE(r.out.find("demo: ok"), std::string::npos) << r.out;
 }
 
+// Sizes past the limits (src/support/checked.h) and shapes larger than the machine's memory are
+// invalid input (exit 2) with a message naming the tensor, on every backend and in `plan`; before,
+// they ran as "(empty)", returned 0, crashed, or died of std::bad_alloc (exit 5).
+bool has(const Result& r, const std::string& text) { return r.out.find(text) != std::string::npos; }
+
+TEST(Cli, OverflowingStaticShapesAreRejectedWhereDeclared) {
+  std::string f = writeTemp(
+      "huge2d.stitch", "graph g(x: f32[4294967296, 4294967296]) {\n  y = neg(x)\n  return y\n}\n");
+  for (const char* backend : {"reference", "cpu"}) {
+    if (backend == std::string("cpu") && !haveCpuBackend()) continue;
+    Result r = runCli("run " + f + " --backend " + backend);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(has(r, f + ":1:9: error: input 'x' has type f32[4294967296, 4294967296]")) << r.out;
+    EXPECT_FALSE(has(r, "(empty)")) << r.out;
+  }
+  // A reduction over a 2^62 axis returned 0; an f16 dim of 2^63-1 broke `plan`.
+  std::string red = writeTemp(
+      "huge_axis.stitch",
+      "graph g(x: f32[4611686018427387904]) {\n  y = reduce_sum(x, axes=[0])\n  return y\n}\n");
+  Result r = runCli("run " + red + " --backend reference");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "input 'x' has type f32[4611686018427387904]")) << r.out;
+  std::string half = writeTemp(
+      "huge_f16.stitch",
+      "graph g(x: f16[9223372036854775807]) {\n  y = reduce_sum(x, axes=[0])\n  return y\n}\n");
+  r = runCli("plan " + half);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "input 'x' has type f16[9223372036854775807]")) << r.out;
+}
+
+TEST(Cli, OverflowingSymbolicDimsAreRejectedWhenBound) {
+  std::string ex = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
+  for (const char* backend : {"reference", "cpu"}) {
+    if (backend == std::string("cpu") && !haveCpuBackend()) continue;
+    Result r =
+        runCli("run " + ex + " --graph softmax --dim N=4611686018427387904 --backend " + backend);
+    EXPECT_EQ(r.code, 2) << r.out;  // was a crash in the JIT-compiled kernel
+    EXPECT_TRUE(has(r, "input 'x' f32[4611686018427387904, 1024]")) << r.out;
+    EXPECT_TRUE(has(r, "2^62")) << r.out;
+  }
+  std::string half = writeTemp(
+      "sym_f16.stitch", "graph g(x: f16[N]) {\n  y = reduce_sum(x, axes=[0])\n  return y\n}\n");
+  Result r = runCli("plan " + half + " --dim N=9223372036854775807");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "N=9223372036854775807, input 'x' (f16[N])")) << r.out;
+  // An intermediate past the limit, from inputs within it.
+  std::string outer = writeTemp("outer.stitch",
+                                "graph g(a: f32[N, 1], b: f32[M]) {\n  z = mul(a, b)\n"
+                                "  s = reduce_sum(z, axes=[0, 1])\n  return s\n}\n");
+  r = runCli("plan " + outer + " --dim N=4294967296 --dim M=4294967296");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "value 'z' (f32[N, M])")) << r.out;
+}
+
+TEST(Cli, ShapesLargerThanMemoryNameTheTensorAndItsSize) {
+  // 4 TiB fits int64 easily but no test machine's memory.
+  std::string f = writeTemp("tib.stitch",
+                            "graph g(x: f32[1099511627776]) {\n  y = neg(x)\n"
+                            "  return y\n}\n");
+  for (const char* backend : {"reference", "cpu"}) {
+    if (backend == std::string("cpu") && !haveCpuBackend()) continue;
+    Result r = runCli("run " + f + " --backend " + backend);
+    EXPECT_EQ(r.code, 2) << r.out;  // was "internal error: std::bad_alloc", exit 5
+    EXPECT_TRUE(has(r,
+                    "input 'x' f32[1099511627776] needs 4.00 TiB (4398046511104 bytes), more "
+                    "than this machine's memory"))
+        << r.out;
+  }
+}
+
 }  // namespace

@@ -256,7 +256,8 @@ std::vector<BadCase> badCases() {
        3,
        {"overflows int64"}},
       {"concat size overflow",
-       graph("x: f32[9223372036854775807]", "  y = concat(x, x, axis=0)\n  return y\n"),
+       // bool[2^62] is the largest tensor (2^62 bytes); two of them overflow concat's sum.
+       graph("x: bool[4611686018427387904]", "  y = concat(x, x, axis=0)\n  return y\n"),
        2,
        17,
        {"overflows int64"}},
