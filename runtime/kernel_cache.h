@@ -26,7 +26,7 @@
 // (runtime/gpu/gpu_kernels.h); tests/lower/test_program_key.cpp mutates every program field and
 // every target attribute and option one at a time and checks that the key changes.
 // CacheKey::canonical() concatenates the parts length-prefixed (no choice of contents can make
-// two keys serialize alike). It is the identity: the memory layer's map key and the text stored
+// two keys serialize alike). It is the identity: the memory layer's map key and the bytes stored
 // in every file header, compared byte for byte on load. CacheKey::hash() is FNV-1a 64 of it (the
 // same on every machine, compiler and run, which std::hash promises not); it only names the
 // file, so a hash collision reads as a miss, never as another kernel.
@@ -116,7 +116,9 @@
 // none of them the disk layer is off (a warning says so). The directory is created (mkdir -p) on
 // the first store.
 //
-// Not done: the directory has no size bound.
+// Not done: the directory has no size bound. The library version names a release, not a build:
+// a development build whose code generator changed without a version bump can reuse entries its
+// predecessor wrote (clear the directory, or set STITCH_CACHE=0, when working on the emitters).
 #pragma once
 
 #include <atomic>
@@ -206,7 +208,7 @@ class CacheStatsCounter {
       diskWrites_{0}, corruptEntries_{0}, compiles_{0}, compileNanos_{0};
 };
 
-// A bounded least-recently-used map from canonical key text to shared values. Thread-safe.
+// A bounded least-recently-used map from canonical keys (bytes) to shared values. Thread-safe.
 // Capacity 0 keeps nothing.
 template <class V>
 class LruCache {

@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "lower/kernel_program.h"
 #include "lower/serialize.h"
 #include "passes/pipeline.h"
+#include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
@@ -484,6 +486,27 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     distinct.insert(key);
   }
   EXPECT_EQ(distinct.size(), variants.size() + 1);
+}
+
+// The compilers' identities as keys see them (NVRTC and hipRTC need no GPU; skipped where the
+// library is absent).
+TEST(ProgramKey, CompilerIdentityNamesVersionAndOptions) {
+  int seen = 0;
+  for (auto [make, arch, option] :
+       {std::tuple{&rt::gpu::nvrtcCompiler, "sm_90", "--gpu-architecture=sm_90"},
+        std::tuple{&rt::gpu::hiprtcCompiler, "gfx90a", "--offload-arch=gfx90a"}}) {
+    std::string why;
+    rt::gpu::DeviceCompiler* c = make(&why);
+    if (c == nullptr) continue;
+    ++seen;
+    const rt::gpu::GpuCompilerId id = rt::gpu::compilerId(*c, arch);
+    EXPECT_EQ(id.name, c->name());
+    // "major.minor", as the library reports it.
+    EXPECT_NE(id.version.find('.'), std::string::npos) << id.version;
+    EXPECT_NE(id.version, "0.0") << id.name;
+    EXPECT_NE(std::find(id.options.begin(), id.options.end(), option), id.options.end()) << id.name;
+  }
+  if (seen == 0) GTEST_SKIP() << "neither NVRTC nor hipRTC can be opened here";
 }
 
 // Over the examples and many random graphs: identical programs (lowered twice, independently)
