@@ -1,6 +1,8 @@
 #include "runtime/kernel_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,10 +10,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <system_error>
 #include <thread>
 
+#include "lower/serialize.h"
 #include "support/env.h"
 
 namespace stitch::rt {
@@ -34,45 +38,22 @@ uint64_t fnv1a64(std::string_view text) {
 // ---------------------------------------------------------------------------------------------
 // CacheKey
 
-namespace {
-
-void appendList(std::string& out, std::string_view name, const std::vector<int64_t>& xs) {
-  out += name;
-  out += '[';
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(xs[i]);
-  }
-  out += ']';
+CacheKey& CacheKey::add(std::string name, std::string bytes) {
+  parts.push_back(Part{std::move(name), std::move(bytes)});
+  return *this;
 }
-
-// "name=<bytes>:<text>\n": the length makes any text, newlines included, unambiguous.
-void appendString(std::string& out, std::string_view name, std::string_view text) {
-  out += fmt::format("{}={}:", name, text.size());
-  out += text;
-  out += '\n';
-}
-
-}  // namespace
 
 std::string CacheKey::canonical() const {
-  std::string out;
-  out += kCanonicalKeyFormat;
-  out += '\n';
-  out += fmt::format("fingerprint={:016x}\n", graphFingerprint);
-  out += fmt::format("inputs={}\n", inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const InputSignature& in = inputs[i];
-    out += fmt::format("input{}={} ", i, ir::dtypeName(in.dtype));
-    appendList(out, "shape", in.shape);
-    out += ' ';
-    appendList(out, "strides", in.strides);
-    out += fmt::format(" align{}\n", in.alignment);
+  // The same encoding as kernel programs (lower/serialize.h): lengths as 8 bytes little-endian.
+  lower::CanonicalWriter w;
+  w.string(kCanonicalKeyFormat);
+  w.length(parts.size());
+  for (const Part& p : parts) {
+    w.string(p.name);
+    w.string(p.bytes);
   }
-  appendString(out, "target", target);
-  appendString(out, "options", options);
-  appendString(out, "version", version);
-  return out;
+  w.string(version);
+  return w.take();
 }
 
 uint64_t CacheKey::hash() const { return fnv1a64(canonical()); }
@@ -176,10 +157,43 @@ bool writeAll(int fd, const uint8_t* p, size_t n) {
 
 std::string errnoText() { return std::strerror(errno); }
 
-// Keys are a few hundred bytes; anything far larger is not one of our headers.
-constexpr uint64_t kMaxKeyBytes = 1 << 20;
+// Keys hold a serialized kernel program: a few KB, a few hundred KB for the largest kernels.
+// Anything far larger is not one of our headers (and is not worth allocating for).
+constexpr uint64_t kMaxKeyBytes = uint64_t{64} << 20;
 
 std::atomic<uint64_t> gTempCounter{0};
+
+constexpr std::string_view kTempPrefix = ".tmp-";
+constexpr std::string_view kTempSuffix = ".stitchk~";
+
+bool allOf(std::string_view s, std::string_view chars) {
+  return !s.empty() && s.find_first_not_of(chars) == std::string_view::npos;
+}
+
+// The writer's process id in the name of a temporary file store() makes
+// (".tmp-<16 hex>-<pid>-<hex>-<n>.stitchk~"), or nullopt when the name is not one of ours.
+std::optional<pid_t> tempFileWriter(std::string_view name) {
+  if (!name.starts_with(kTempPrefix) || !name.ends_with(kTempSuffix)) return std::nullopt;
+  name = name.substr(kTempPrefix.size(), name.size() - kTempPrefix.size() - kTempSuffix.size());
+  std::array<std::string_view, 4> fields;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    size_t dash = i + 1 < fields.size() ? name.find('-') : name.size();
+    if (dash == std::string_view::npos) return std::nullopt;
+    fields[i] = name.substr(0, dash);
+    name.remove_prefix(std::min(name.size(), dash + 1));
+  }
+  constexpr std::string_view kHex = "0123456789abcdef", kDec = "0123456789";
+  if (fields[0].size() != 16 || !allOf(fields[0], kHex) || !allOf(fields[1], kDec) ||
+      fields[1].size() > 9 || !allOf(fields[2], kHex) || !allOf(fields[3], kDec))
+    return std::nullopt;
+  pid_t pid = 0;
+  for (char c : fields[1]) pid = pid * 10 + (c - '0');
+  if (pid <= 0) return std::nullopt;  // kill(0 or -1, ...) would mean a process group
+  return pid;
+}
+
+// Whether a process with this id exists on this host (EPERM: it exists, owned by someone else).
+bool processExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
@@ -252,16 +266,23 @@ void DiskCache::rejectCorrupt(const fs::path& path, const std::string& why, uint
 std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
   if (!enabled_) return std::nullopt;
   const fs::path path = pathFor(key);
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever (and a
+  // device node could do anything); O_NOFOLLOW: a symlink is not an entry we wrote. Only a regular
+  // file is read; anything else is a miss, and store() renames a good entry over it.
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
   if (f.fd < 0) {
+    const int err = errno;
     stats_.diskMiss();
-    stitch::log().debug("kernel cache: disk miss {} ({})", path.string(), errnoText());
+    if (err == ELOOP)
+      stitch::log().warn("kernel cache: ignoring {}: a symbolic link, not a cache entry",
+                         path.string());
+    else stitch::log().debug("kernel cache: disk miss {} ({})", path.string(), std::strerror(err));
     return std::nullopt;
   }
   struct stat st {};
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     stats_.diskMiss();
-    stitch::log().debug("kernel cache: disk miss {} (not a regular file)", path.string());
+    stitch::log().warn("kernel cache: ignoring {}: not a regular file", path.string());
     return std::nullopt;
   }
   const auto dev = static_cast<uint64_t>(st.st_dev);
@@ -321,6 +342,9 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
       writeFailed(fmt::format("cannot create cache directory {}: {}", dir_.string(), ec.message()));
       return;
     }
+    // Once per DiskCache (so once per process for the backends' caches): a directory scan costs
+    // about what one compile does, and leftovers only accumulate across crashes.
+    if (!swept_.exchange(true)) removeStaleTemporaries();
     const fs::path path = pathFor(key);
     const std::vector<uint8_t> bytes = encode(key.canonical(), payload);
     const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
@@ -362,6 +386,35 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
     // e.g. bad_alloc or a formatting failure: the cache must never fail the caller.
     writeFailed(fmt::format("cannot store a cache entry: {}", e.what()));
   }
+}
+
+size_t DiskCache::removeStaleTemporaries() {
+  if (!enabled_) return 0;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return 0;
+  const auto now = static_cast<int64_t>(::time(nullptr));
+  size_t removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    const std::optional<pid_t> writer = tempFileWriter(name);
+    if (!writer) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    const int64_t age = now - static_cast<int64_t>(st.st_mtime);
+    const bool stale =
+        age > kStaleTempSeconds || (age > kDeadWriterGraceSeconds && !processExists(*writer));
+    if (stale && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) {
+      ++removed;
+      stitch::log().debug("kernel cache: removed stale temporary file {} (writer {}, {} s old)",
+                          (dir_ / std::string(name)).string(), *writer, age);
+    }
+  }
+  ::closedir(d);
+  if (removed > 0)
+    stitch::log().info("kernel cache: removed {} stale temporary file(s) of crashed writers in {}",
+                       removed, dir_.string());
+  return removed;
 }
 
 }  // namespace stitch::rt

@@ -10,21 +10,26 @@
 //
 // The key (CacheKey)
 // ------------------
-// Everything the compiled bytes depend on, and nothing else:
-//   - the graph fingerprint: a 64-bit hash of the kernel's canonical text, computed by the caller
-//     (the code generator); two graphs that print alike compile alike;
-//   - per input: dtype, concrete shape, strides (empty: compact row-major) and alignment class
-//     (the largest power of two, capped by the caller, that divides the data pointer: vectorized
-//     loads are only legal on aligned data, so alignment changes the code);
-//   - the target ("sm_90", "gfx90a", "host-x86_64-avx2": the code is only valid there);
-//   - the compile options, as one string (e.g. "-O3 --use_fast_math");
+// Everything the compiled bytes (and what load() makes of them) depend on, and nothing left out.
+// A key is a list of named parts, each canonical bytes, built by one pure function per backend:
+//   - the kernel program, serialized field by field (lower/serialize.h: complete by
+//     construction, every field of every struct, checked at compile time). Not a printer's
+//     text, and not a hash of it: issue 11's wrong answers came from a key built from
+//     printProgram, which did not print the reduction kind;
+//   - the target, attribute by attribute (host: triple, CPU name, the full feature string, LLVM
+//     version; GPU: every GpuTarget field the scheduler and emitter read);
+//   - the compile options (host: opt level, vector math library; GPU: the emit options, the
+//     compiler's name, version and command-line options, a digest of the device headers);
 //   - the library version (STITCH_VERSION_STRING): a new release may emit different code for the
-//     same key, and old entries must not be reused by it.
-// CacheKey::canonical() prints these as a stable, unambiguous text (free-form strings are length
-// prefixed, so no choice of target or options can make two keys print alike). CacheKey::hash() is
-// FNV-1a 64 of that text: the same on every machine, compiler and run (std::hash promises none of
-// that). The hash only names the file; the full canonical text is the identity, kept in memory
-// as the LRU key and stored in every file header, so a hash collision reads as a miss.
+//     same program, and old entries must not be reused by it.
+// The builders are hostKernelKey (runtime/cpu/cached_compiler.h) and gpuKernelKey
+// (runtime/gpu/gpu_kernels.h); tests/lower/test_program_key.cpp mutates every program field and
+// every target attribute and option one at a time and checks that the key changes.
+// CacheKey::canonical() concatenates the parts length-prefixed (no choice of contents can make
+// two keys serialize alike). It is the identity: the memory layer's map key and the bytes stored
+// in every file header, compared byte for byte on load. CacheKey::hash() is FNV-1a 64 of it (the
+// same on every machine, compiler and run, which std::hash promises not); it only names the
+// file, so a hash collision reads as a miss, never as another kernel.
 //
 // Two layers (KernelCache::getOrCompile)
 // --------------------------------------
@@ -44,7 +49,7 @@
 //       12     4  K: length of the canonical key
 //       16     8  P: payload size in bytes
 //       24     8  FNV-1a 64 checksum of the payload
-//       32     K  the canonical key text
+//       32     K  the canonical key (CacheKey::canonical(), bytes)
 //     32+K     P  the payload (the compiled bytes, opaque to the cache)
 // The file is exactly 32 + K + P bytes long. Only names ending in ".stitchk" that are 16 hex
 // digits long are ever read; any other file in the directory is ignored.
@@ -54,8 +59,23 @@
 // store() writes a temporary file in the same directory (".tmp-<hash>-<pid>-<tid>-<n>.stitchk~",
 // opened O_EXCL so no two writers share one), fsyncs it, then rename()s it over the final name.
 // rename() within a directory is atomic on POSIX, so a reader opens either the old complete file
-// or the new complete one, never a half-written file. A crash between the two leaves a stray
-// temporary file, which is never read (not cleaned up either: see "Not done" below).
+// or the new complete one, never a half-written file. A writer killed between the two leaves its
+// temporary file behind; it is never read, and the first store() of each DiskCache removes the
+// stale ones: a temporary file is stale when it is older than kStaleTempSeconds (an hour: no
+// write takes that long, so this holds whoever wrote it), or when the process id in its name does
+// not exist on this host (kill(pid, 0) fails with ESRCH) and it is older than
+// kDeadWriterGraceSeconds (a minute: a writer in another pid namespace or on another host
+// sharing the directory has a pid that means nothing here, but its write has finished long
+// before). A live writer's fresh file is never touched; if a writer far slower than that lost its
+// file anyway, its rename fails and the entry is not stored (a recompile later, never a wrong
+// entry).
+//
+// Not regular files
+// -----------------
+// Entries are opened O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC and accepted only when fstat says they
+// are regular files: a FIFO named like an entry would otherwise block the open forever, a
+// device could do anything, and a symbolic link is not an entry we wrote. Anything else is a miss
+// (logged at warn), and the store() that follows renames a good entry over it.
 //
 // Corruption
 // ----------
@@ -96,8 +116,9 @@
 // none of them the disk layer is off (a warning says so). The directory is created (mkdir -p) on
 // the first store.
 //
-// Not done: stray temporary files of crashed writers are not removed, and the directory has no
-// size bound.
+// Not done: the directory has no size bound. The library version names a release, not a build:
+// a development build whose code generator changed without a version bump can reuse entries its
+// predecessor wrote (clear the directory, or set STITCH_CACHE=0, when working on the emitters).
 #pragma once
 
 #include <atomic>
@@ -117,7 +138,6 @@
 #include <utility>
 #include <vector>
 
-#include "ir/dtype.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -127,30 +147,34 @@ namespace stitch::rt {
 uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t seed = 0xcbf29ce484222325ULL);
 uint64_t fnv1a64(std::string_view text);
 
-// One input of a kernel as the compiled code sees it.
-struct InputSignature {
-  ir::DType dtype = ir::DType::F32;
-  std::vector<int64_t> shape;    // concrete extents
-  std::vector<int64_t> strides;  // in elements; empty: compact row-major
-  uint32_t alignment = 16;       // alignment class of the data pointer, in bytes
-};
-
+// The identity of a compiled artifact: named parts, each the canonical bytes of one thing the
+// compiled code depends on (the kernel program's serialization, each target attribute, the
+// options, the compiler's version, ...), in the order the key builder adds them, then the library
+// version. Builders: hostKernelKey (runtime/cpu/cached_compiler.h), gpuKernelKey
+// (runtime/gpu/gpu_kernels.h).
 struct CacheKey {
-  uint64_t graphFingerprint = 0;  // hash of the kernel's canonical text (from the caller)
-  std::vector<InputSignature> inputs;
-  std::string target;   // "sm_90", "gfx90a", "host-x86_64-avx2", ...
-  std::string options;  // compile options, as one string
+  struct Part {
+    std::string name;   // what the bytes are ("program", "triple", ...); part of the identity
+    std::string bytes;  // canonical bytes (may hold any byte, NUL included)
+    bool operator==(const Part&) const = default;
+  };
+  std::vector<Part> parts;
   std::string version = STITCH_VERSION_STRING;
 
-  // A stable, unambiguous text naming every field; a change of its format must come with a new
-  // kCanonicalKeyFormat (tests pin the hash of a fixed key to catch accidental changes).
+  // Appends a part; returns *this for chaining.
+  CacheKey& add(std::string name, std::string bytes);
+
+  // The full identity as bytes: kCanonicalKeyFormat, then every part and the version, each
+  // length-prefixed (so no choice of contents can make two different keys serialize alike). The
+  // memory layer's map key and the disk entry's header; a change of its format must come with a
+  // new kCanonicalKeyFormat (tests pin the hash of a fixed key to catch accidental changes).
   std::string canonical() const;
-  // FNV-1a 64 of canonical().
+  // FNV-1a 64 of canonical(): names the disk file, nothing more.
   uint64_t hash() const;
 };
 
-// The first line of every canonical key; bump it when canonical() changes.
-inline constexpr std::string_view kCanonicalKeyFormat = "stitch-kernel-key/1";
+// The first bytes of every canonical key; bump it when canonical() or a key builder changes.
+inline constexpr std::string_view kCanonicalKeyFormat = "stitch-kernel-key/2\n";
 
 struct CacheStats {
   uint64_t memoryHits = 0;
@@ -184,7 +208,7 @@ class CacheStatsCounter {
       diskWrites_{0}, corruptEntries_{0}, compiles_{0}, compileNanos_{0};
 };
 
-// A bounded least-recently-used map from canonical key text to shared values. Thread-safe.
+// A bounded least-recently-used map from canonical keys (bytes) to shared values. Thread-safe.
 // Capacity 0 keeps nothing.
 template <class V>
 class LruCache {
@@ -247,9 +271,15 @@ class LruCache {
 };
 
 inline constexpr std::string_view kDiskMagic = "STITCHK1";
-inline constexpr uint32_t kDiskFormatVersion = 1;
+inline constexpr uint32_t kDiskFormatVersion = 2;
 inline constexpr size_t kDiskHeaderBytes = 32;
 inline constexpr std::string_view kDiskExtension = ".stitchk";
+// A temporary file older than this is stale whatever its name says (no write takes an hour).
+inline constexpr int64_t kStaleTempSeconds = 3600;
+// A temporary file whose writer's process id does not exist on this host is stale after this
+// long (the grace covers a writer in another pid namespace or on another host sharing the
+// directory, whose id means nothing here: its write has long finished by then).
+inline constexpr int64_t kDeadWriterGraceSeconds = 60;
 
 // The on-disk layer: one checksummed file per entry, written atomically. Thread- and
 // process-safe. Never throws from load() or store().
@@ -278,6 +308,10 @@ class DiskCache {
   // Writes the entry atomically; failures are logged and ignored.
   void store(const CacheKey& key, std::span<const uint8_t> payload);
 
+  // Removes the temporary files of writers that died before renaming them (the rule is in the
+  // note above, "Atomicity and crashes"); returns how many. store() runs it once per DiskCache.
+  size_t removeStaleTemporaries();
+
   CacheStats stats() const { return stats_.snapshot(); }
   void resetStats() { stats_.reset(); }
 
@@ -295,6 +329,7 @@ class DiskCache {
   std::filesystem::path dir_;
   CacheStatsCounter stats_;
   std::atomic<bool> warnedWrite_{false};
+  std::atomic<bool> swept_{false};
 };
 
 // Both layers behind one call. V is whatever load() makes of the bytes (e.g. a loaded module).

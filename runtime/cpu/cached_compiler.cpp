@@ -1,14 +1,14 @@
 #include "runtime/cpu/cached_compiler.h"
 
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
 
-#include <map>
-#include <mutex>
+#include <algorithm>
 
 #include "codegen/llvm/llvm_emitter.h"
-#include "lower/kernel_program.h"
+#include "lower/serialize.h"
 #include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/orc_jit.h"
 #include "support/error.h"
@@ -17,12 +17,6 @@
 namespace stitch::rt::cpu {
 
 namespace {
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string errorText(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -33,53 +27,73 @@ struct LoadedCode {
   ~LoadedCode() { llvm::consumeError(jit->remove(tracker)); }
 };
 
-std::string hostTarget(const OrcJit& jit) {
-  std::string features;
-  for (const auto& f : llvm::sys::getHostCPUFeatures())
-    if (f.second) features += (features.empty() ? "" : ",") + f.first().str();
-  return fmt::format("host-{}-{}-{}-O{}", jit.triple().str(), llvm::sys::getHostCPUName().str(),
-                     fnv1a(features), jit.optLevel());
-}
-
 }  // namespace
 
+CacheKey hostKernelKey(const lower::KernelProgram& p, const HostTarget& target,
+                       const HostCompileOptions& options) {
+  // Unpacked with structured bindings, like the program (lower/serialize.h): a field added to
+  // either struct does not compile until it is part of the key.
+  const auto& [triple, cpu, features, llvmVersion] = target;
+  const auto& [optLevel, vectorMath] = options;
+  CacheKey key;
+  key.add("backend", "cpu")
+      .add("program", lower::serializeProgram(p))
+      .add("triple", triple)
+      .add("cpu", cpu)
+      .add("features", features)
+      .add("llvm-version", llvmVersion)
+      .add("opt-level", lower::canonicalBytes(optLevel))
+      .add("vector-math", lower::canonicalBytes(vectorMath));
+  return key;
+}
+
+HostTarget hostTargetOf(const OrcJit& jit) {
+  // The JIT's target machine is made by JITTargetMachineBuilder::detectHost from these same
+  // queries (every feature, "+" or "-"). StringMap iterates in hash order: sorted here.
+  std::vector<std::string> features;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    features.push_back((f.second ? "+" : "-") + f.first().str());
+  std::sort(features.begin(), features.end());
+  HostTarget t;
+  t.triple = jit.triple().str();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  for (const std::string& f : features) t.features += (t.features.empty() ? "" : ",") + f;
+  t.llvmVersion = LLVM_VERSION_STRING;
+  return t;
+}
+
+HostCompileOptions hostOptionsOf(const OrcJit& jit) {
+  return HostCompileOptions{jit.optLevel(), jit.vectorMath()};
+}
+
 HostCompiler& HostCompiler::instance() {
-  static HostCompiler compiler;
+  static HostCompiler compiler(/*memoryCapacity=*/4096, DiskCache::fromEnv());
   return compiler;
 }
 
-HostCompiler::HostCompiler() {
+HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> disk) {
   initializeNativeTarget();
   auto jit = OrcJit::Create(3);
   if (!jit) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(jit.takeError()));
   jit_ = std::move(*jit);
-  target_ = hostTarget(*jit_);
-  cache_ = KernelCache<KernelPhases>::fromEnv(/*memoryCapacity=*/4096);
+  target_ = hostTargetOf(*jit_);
+  options_ = hostOptionsOf(*jit_);
+  cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk));
 }
+
+// Out of line: OrcJit is complete here. The cache (declared after the JIT) goes first.
+HostCompiler::~HostCompiler() = default;
 
 CacheStats HostCompiler::stats() const { return cache_->stats(); }
 
 std::shared_ptr<const KernelPhases> HostCompiler::compile(const ir::Graph& g,
                                                           const fusion::Kernel& k,
                                                           const ir::Bindings& b) {
-  lower::KernelProgram program = lower::lowerKernel(g, k, b);
-  // Names do not change what a program computes: they stay out of its fingerprint.
-  lower::KernelProgram unnamed = program;
-  unnamed.name.clear();
-  for (lower::Phase& ph : unnamed.phases) ph.name.clear();
-  std::string text = lower::printProgram(unnamed);
-  uint64_t fingerprint = fnv1a(text);
-  std::string prefix = fmt::format("stitch_{:016x}", fingerprint);
-
-  CacheKey key;
-  key.graphFingerprint = fingerprint;
-  for (const lower::Param& q : program.params)
-    key.inputs.push_back({q.dtype, {q.elements}, {}, 64});
-  key.target = target_;
-
-  // One loaded copy per kernel per process (see the header).
-  static std::mutex liveMu;
-  static std::map<uint64_t, std::weak_ptr<KernelPhases>> live;
+  const lower::KernelProgram program = lower::lowerKernel(g, k, b);
+  const CacheKey key = hostKernelKey(program, target_, options_);
+  // Symbols are a function of the key, so an object from the disk defines the names this process
+  // looks up.
+  const std::string prefix = fmt::format("stitch_{:016x}", key.hash());
 
   auto compileObject = [&]() -> std::vector<uint8_t> {
     auto ctx = std::make_unique<llvm::LLVMContext>();
@@ -95,8 +109,9 @@ std::shared_ptr<const KernelPhases> HostCompiler::compile(const ir::Graph& g,
     return std::vector<uint8_t>(obj->begin(), obj->end());
   };
   auto load = [&](const std::vector<uint8_t>& bytes) -> std::shared_ptr<KernelPhases> {
-    std::lock_guard<std::mutex> lock(liveMu);
-    if (auto existing = live[fingerprint].lock()) return existing;
+    const std::string canon = key.canonical();
+    std::lock_guard<std::mutex> lock(liveMu_);
+    if (auto existing = live_[canon].lock()) return existing;
     auto tracker = jit_->loadObject(std::vector<char>(bytes.begin(), bytes.end()), prefix);
     if (!tracker) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(tracker.takeError()));
     std::shared_ptr<const void> owner(new LoadedCode{jit_.get(), *tracker});
@@ -104,7 +119,11 @@ std::shared_ptr<const KernelPhases> HostCompiler::compile(const ir::Graph& g,
     // emitProgram names phase i PREFIX_i (llvm_emitter.h).
     for (size_t ph = 0; ph < program.phases.size(); ++ph)
       phases->push_back(compiledPhase(program, ph, *jit_, fmt::format("{}_{}", prefix, ph), owner));
-    live[fingerprint] = phases;
+    live_[canon] = phases;
+    if (live_.size() >= liveSweepAt_) {
+      std::erase_if(live_, [](const auto& e) { return e.second.expired(); });
+      liveSweepAt_ = std::max<size_t>(64, 2 * live_.size());
+    }
     return phases;
   };
   return cache_->getOrCompile(key, compileObject, load);

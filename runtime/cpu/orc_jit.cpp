@@ -163,12 +163,16 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
         m.withModuleDo([&](llvm::Module& mod) { optimizer->run(mod); });
         return m;
       });
-  return std::unique_ptr<OrcJit>(new OrcJit(std::move(*jit), std::move(capture), optLevel));
+  return std::unique_ptr<OrcJit>(
+      new OrcJit(std::move(*jit), std::move(capture), optLevel, vectorMath));
 }
 
 OrcJit::OrcJit(std::unique_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<ObjectCapture> capture,
-               int optLevel)
-    : capture_(std::move(capture)), jit_(std::move(jit)), optLevel_(optLevel) {}
+               int optLevel, bool vectorMath)
+    : capture_(std::move(capture)),
+      jit_(std::move(jit)),
+      optLevel_(optLevel),
+      vectorMath_(vectorMath) {}
 
 OrcJit::~OrcJit() {
   if (jit_) llvm::consumeError(jit_->getExecutionSession().endSession());

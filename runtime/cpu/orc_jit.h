@@ -40,6 +40,8 @@ class OrcJit {
   const llvm::DataLayout& dataLayout() const { return jit_->getDataLayout(); }
   const llvm::Triple& triple() const { return jit_->getTargetTriple(); }
   int optLevel() const { return optLevel_; }
+  // Whether the optimizer may call glibc's vector math library (libmvec): it changes the code.
+  bool vectorMath() const { return vectorMath_; }
 
   // Adds a module under a fresh resource tracker (compiled on first lookup).
   llvm::Expected<llvm::orc::ResourceTrackerSP> addModule(llvm::orc::ThreadSafeModule m);
@@ -58,11 +60,12 @@ class OrcJit {
 
  private:
   OrcJit(std::unique_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<ObjectCapture> capture,
-         int optLevel);
+         int optLevel, bool vectorMath);
 
   std::unique_ptr<ObjectCapture> capture_;  // outlives the JIT, which points at it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   int optLevel_;
+  bool vectorMath_;
 };
 
 // Initializes LLVM's native target, asm printer and parser once per process (thread-safe).

@@ -37,6 +37,14 @@ class RtcCompiler : public DeviceCompiler {
       : name_(name), fns_(fns), serialize_(serialize) {}
 
   std::string_view name() const override { return name_; }
+  std::string version() const override {
+    int major = 0, minor = 0;
+    fns_.version(&major, &minor);
+    return fmt::format("{}.{}", major, minor);
+  }
+  std::vector<std::string> options(const std::string& arch) const override {
+    return archOptions(arch);
+  }
 
   DeviceBinary compile(const std::string& source, const std::string& programName,
                        const std::vector<DeviceHeader>& headers, const std::string& arch,

@@ -53,6 +53,10 @@ class DeviceCompiler {
  public:
   virtual ~DeviceCompiler() = default;
   virtual std::string_view name() const = 0;  // "nvrtc" / "hiprtc"
+  // The library's version, "13.0": another compiler version may emit other code (cache keys).
+  virtual std::string version() const = 0;
+  // The options compile() passes for `arch` before extraOptions (cache keys).
+  virtual std::vector<std::string> options(const std::string& arch) const = 0;
 
   // Compiles one translation unit for `arch` ("sm_80", "sm_90", "gfx90a"). Throws Error with
   // ErrorCode::Compile whose message carries the compiler log and the source with line numbers

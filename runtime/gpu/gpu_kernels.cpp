@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
+#include "lower/serialize.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -14,8 +16,20 @@ namespace stitch::rt::gpu {
 
 namespace {
 
-// The compiler and its settings, as the cache key names them.
-std::string compilerOptionsKey(const DeviceCompiler& c) { return std::string(c.name()) + "-O3"; }
+// FNV-1a 64 of every device header's name and text, length-prefixed: the headers are part of
+// every translation unit. They are build constants (embedded from kernels_templates/), so a
+// digest is enough where the program, which varies, is kept whole.
+uint64_t deviceHeadersDigest() {
+  static const uint64_t digest = [] {
+    lower::CanonicalWriter w;
+    for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders()) {
+      w.string(h.name);
+      w.string(h.text);
+    }
+    return fnv1a64(w.bytes());
+  }();
+  return digest;
+}
 
 // One translation unit with the device templates as headers. The compiler logs spills itself.
 DeviceBinary compileSource(const std::string& source, const std::string& arch,
@@ -25,6 +39,39 @@ DeviceBinary compileSource(const std::string& source, const std::string& arch,
 }
 
 }  // namespace
+
+GpuCompilerId compilerId(const DeviceCompiler& compiler, const std::string& arch) {
+  return GpuCompilerId{std::string(compiler.name()), compiler.version(), compiler.options(arch)};
+}
+
+CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+                      const codegen::GpuEmitOptions& emit, const GpuCompilerId& compiler) {
+  // Structured bindings name every member (as lower/serialize.cpp does): a field added to the
+  // target, the options or the compiler id does not compile until it is part of the key.
+  const auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = target;
+  const auto& [aligned] = emit;
+  const auto& [compilerName, compilerVersion, compilerOptions] = compiler;
+  lower::CanonicalWriter options;
+  options.length(compilerOptions.size());
+  for (const std::string& o : compilerOptions) options.string(o);
+  using lower::canonicalBytes;
+  CacheKey key;
+  key.add("backend", "gpu")
+      .add("program", lower::serializeProgram(p))
+      .add("arch", arch)
+      .add("vendor", canonicalBytes(vendor))
+      .add("dialect", vendor == codegen::GpuVendor::Amd ? "hip" : "cuda")
+      .add("warp-size", canonicalBytes(warpSize))
+      .add("sm-count", canonicalBytes(smCount))
+      .add("max-threads-per-block", canonicalBytes(maxThreadsPerBlock))
+      .add("compute-capability", canonicalBytes(computeCapability))
+      .add("aligned", canonicalBytes(aligned))
+      .add("compiler", compilerName)
+      .add("compiler-version", compilerVersion)
+      .add("compiler-options", options.take())
+      .add("device-headers", canonicalBytes(deviceHeadersDigest()));
+  return key;
+}
 
 std::vector<DeviceHeader> deviceHeaderList() {
   std::vector<DeviceHeader> out;
@@ -78,28 +125,30 @@ GpuRuntime::GpuRuntime(Device* device, DeviceCompiler* compiler)
     : device_(device), compiler_(compiler), target_(codegen::gpuTarget(device->arch())) {
   target_.smCount = device->smCount();
   target_.warpSize = device->warpSize();
+  compilerId_ = compilerId(*compiler_, target_.arch);
   cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
   log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
               target_.arch, target_.smCount, target_.warpSize, compiler->name());
 }
 
 std::shared_ptr<const GpuKernel> GpuRuntime::kernel(const lower::KernelProgram& p, bool aligned) {
-  codegen::GpuKernelSource src =
-      codegen::emitGpuKernel(p, target_, codegen::GpuEmitOptions{aligned});
-  CacheKey key;
-  key.graphFingerprint = fnv1a64(src.source);
-  for (const lower::Param& q : p.params)
-    key.inputs.push_back({q.dtype, {q.elements}, {}, aligned ? 16u : 1u});
-  key.target = target_.arch;
-  key.options = compilerOptionsKey(*compiler_);
+  const codegen::GpuEmitOptions options{aligned};
+  const CacheKey key = gpuKernelKey(p, target_, options, compilerId_);
+  // Emitted on a miss only (compile, or loading a disk entry); both run on this thread.
+  std::optional<codegen::GpuKernelSource> emitted;
+  auto source = [&]() -> const codegen::GpuKernelSource& {
+    if (!emitted) emitted = codegen::emitGpuKernel(p, target_, options);
+    return *emitted;
+  };
 
   auto compile = [&]() -> std::vector<uint8_t> {
-    DeviceBinary bin = compileSource(src.source, target_.arch, *compiler_);
+    DeviceBinary bin = compileSource(source().source, target_.arch, *compiler_);
     log().debug("compiled {} kernel {:016x} in {:.1f} ms ({} registers, {} bytes)", target_.arch,
-                key.graphFingerprint, bin.seconds * 1e3, bin.registers, bin.bytes.size());
+                key.hash(), bin.seconds * 1e3, bin.registers, bin.bytes.size());
     return std::move(bin.bytes);
   };
   auto load = [&](const std::vector<uint8_t>& bytes) -> std::shared_ptr<LoadedCode> {
+    const codegen::GpuKernelSource& src = source();
     device_->makeCurrent();
     auto k = std::make_shared<LoadedCode>();
     k->module = device_->loadModule(bytes);

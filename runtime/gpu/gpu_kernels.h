@@ -1,12 +1,22 @@
 // GPU kernels: kernel programs emitted as CUDA/HIP, compiled by NVRTC/hipRTC, cached, loaded.
 //
-// Design note. The cache key of a GPU kernel is the FNV-1a hash of its generated source (which
-// spells out every shape, dtype, mapping, vector width and the alignment assumption), the
-// architecture it is compiled for (the device's own, e.g. "sm_90", so a cubin never runs on
-// another architecture), the compiler and its options, and the library version; the payload is
-// the cubin or HSA code object. A memory hit returns the loaded module; a disk hit loads the
-// binary (no compile); a miss compiles, stores and loads. Compilation needs no device
-// (compileProgram below: `stitch codegen`, the CI compile tests); loading and launching do.
+// Design note. The cache key of a GPU kernel (gpuKernelKey, a pure function of program, target,
+// emit options and compiler, testable without a GPU) is built like the host's (kernel_cache.h):
+// the kernel program's canonical serialization (lower/serialize.h: every field), every field of
+// the GpuTarget the scheduler and emitter read (arch, vendor and so the dialect, warp size,
+// multiprocessor count, block limit, compute capability), the emit options (the alignment
+// assumption), the compiler's name, version and options for the arch, a digest of the device
+// headers the source includes (build constants, like the library version), and the library
+// version. The payload is the cubin or HSA code object. The source is emitted only on a miss
+// (compile, or load of a disk entry), never on a memory hit. A memory hit returns the loaded
+// module; a disk hit loads the binary (no compile); a miss compiles, stores and loads.
+// Compilation needs no device (compileProgram below: `stitch codegen`, the CI compile tests);
+// loading and launching do.
+//
+// The key holds the whole program, so two programs that differ only in which graph values they
+// read and write (the same layer repeated) are two entries although they print the same source:
+// sharing them would need a proof that the emitter never reads those fields, which the key is
+// meant not to depend on.
 //
 // Each kernel has one entry per phase and, with several phases, a cooperative entry running
 // them all with grid barriers in between (cstyle_emitter.h). The cooperative entry is used only
@@ -42,8 +52,19 @@ std::vector<DeviceHeader> deviceHeaderList();
 CompiledProgram compileProgram(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                                DeviceCompiler& compiler, bool aligned);
 
-// Code loaded on a device: what the cache holds. Two programs that differ only in which graph
-// values they read and write print the same source, so they share this.
+// The compiler as cache keys name it.
+struct GpuCompilerId {
+  std::string name;                  // "nvrtc" / "hiprtc"
+  std::string version;               // "13.0"
+  std::vector<std::string> options;  // what compile() passes for the target's arch
+};
+GpuCompilerId compilerId(const DeviceCompiler& compiler, const std::string& arch);
+
+// The cache key of program p emitted for target with options and compiled by compiler. Pure.
+CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+                      const codegen::GpuEmitOptions& options, const GpuCompilerId& compiler);
+
+// Code loaded on a device: what the cache holds.
 struct LoadedCode {
   std::vector<codegen::GpuLaunch> phases;
   std::vector<void*> phaseFns;
@@ -82,6 +103,7 @@ class GpuRuntime {
   Device* device_;
   DeviceCompiler* compiler_;
   codegen::GpuTarget target_;
+  GpuCompilerId compilerId_;
   std::unique_ptr<KernelCache<LoadedCode>> cache_;
 };
 

@@ -1,7 +1,9 @@
 // The kernel cache (runtime/kernel_cache.h): the key, the memory LRU, the on-disk entries and how
 // they survive corruption, concurrent threads and concurrent processes, and the environment.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +12,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <latch>
 #include <optional>
 #include <set>
@@ -94,20 +98,19 @@ class LogCapture {
   spdlog::level::level_enum oldLevel_;
 };
 
+// A program part with a NUL and a newline in it: parts are bytes, not text.
+const std::string kProgramBytes("\x01\x00\x00\x00prog\nram", 12);
+
 CacheKey sampleKey() {
   CacheKey k;
-  k.graphFingerprint = 0x0123456789abcdefULL;
-  k.inputs.push_back({ir::DType::F32, {4, 768}, {768, 1}, 16});
-  k.inputs.push_back({ir::DType::F16, {768}, {}, 8});
-  k.target = "sm_90";
-  k.options = "-O3 --use_fast_math";
+  k.add("program", kProgramBytes).add("target", "sm_90").add("options", "-O3 --use_fast_math");
   k.version = "0.0.0-test";  // pinned, so the golden hash does not move with each release
   return k;
 }
 
 CacheKey keyWithShape(int64_t rows) {
   CacheKey k = sampleKey();
-  k.inputs[0].shape[0] = rows;
+  k.add("rows", std::to_string(rows));
   return k;
 }
 
@@ -165,16 +168,26 @@ std::vector<fs::path> filesIn(const fs::path& dir) {
 // ---------------------------------------------------------------------------------------------
 // The key
 
-TEST(CacheKey, CanonicalTextNamesEveryField) {
-  EXPECT_EQ(sampleKey().canonical(),
-            "stitch-kernel-key/1\n"
-            "fingerprint=0123456789abcdef\n"
-            "inputs=2\n"
-            "input0=f32 shape[4,768] strides[768,1] align16\n"
-            "input1=f16 shape[768] strides[] align8\n"
-            "target=5:sm_90\n"
-            "options=19:-O3 --use_fast_math\n"
-            "version=10:0.0.0-test\n");
+// The canonical bytes spelled out independently of the implementation: the format line, the
+// part count, then each name and value and the version, each prefixed by its length as 8 bytes
+// little-endian.
+std::string lengthPrefixed(std::string_view text) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((text.size() >> (8 * i)) & 0xff));
+  out.append(text);
+  return out;
+}
+
+TEST(CacheKey, CanonicalBytesNameEveryPart) {
+  std::string want = lengthPrefixed("stitch-kernel-key/2\n");
+  want += std::string("\x03\0\0\0\0\0\0\0", 8);
+  for (auto [name, value] :
+       {std::pair<std::string_view, std::string_view>{"program", kProgramBytes},
+        {"target", "sm_90"},
+        {"options", "-O3 --use_fast_math"}})
+    want += lengthPrefixed(name) + lengthPrefixed(value);
+  want += lengthPrefixed("0.0.0-test");
+  EXPECT_EQ(sampleKey().canonical(), want);
 }
 
 // A golden value: the hash names files on disk, so it must be the same on every machine, compiler
@@ -184,7 +197,7 @@ TEST(CacheKey, CanonicalTextNamesEveryField) {
 TEST(CacheKey, GoldenHash) {
   EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ULL);  // the FNV-1a 64 reference values
   EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
-  EXPECT_EQ(sampleKey().hash(), 0xca1b3b3f3e40dbc6ULL);  // computed independently (Python)
+  EXPECT_EQ(sampleKey().hash(), 0xe6fc8e7500892a35ULL);  // computed independently (Python)
   EXPECT_EQ(sampleKey().hash(), fnv1a64(sampleKey().canonical()));
 }
 
@@ -192,7 +205,7 @@ TEST(CacheKey, DefaultVersionIsTheLibraryVersion) {
   EXPECT_EQ(CacheKey{}.version, STITCH_VERSION_STRING);
 }
 
-TEST(CacheKey, EveryFieldChangesTheHash) {
+TEST(CacheKey, EveryPartChangesTheKey) {
   const CacheKey base = sampleKey();
   std::vector<std::pair<std::string, CacheKey>> variants;
   auto vary = [&](std::string what, auto change) {
@@ -200,22 +213,23 @@ TEST(CacheKey, EveryFieldChangesTheHash) {
     change(k);
     variants.emplace_back(std::move(what), std::move(k));
   };
-  vary("fingerprint", [](CacheKey& k) { k.graphFingerprint ^= 1; });
-  vary("dtype", [](CacheKey& k) { k.inputs[0].dtype = ir::DType::BF16; });
-  vary("shape", [](CacheKey& k) { k.inputs[0].shape[0] = 8; });
-  vary("rank", [](CacheKey& k) { k.inputs[1].shape.push_back(1); });
-  vary("strides", [](CacheKey& k) { k.inputs[0].strides = {1, 4}; });
-  vary("no strides", [](CacheKey& k) { k.inputs[0].strides.clear(); });
-  vary("alignment", [](CacheKey& k) { k.inputs[0].alignment = 4; });
-  vary("input count", [](CacheKey& k) { k.inputs.pop_back(); });
-  vary("input order", [](CacheKey& k) { std::swap(k.inputs[0], k.inputs[1]); });
-  vary("target", [](CacheKey& k) { k.target = "sm_80"; });
-  vary("options", [](CacheKey& k) { k.options = "-O3"; });
+  vary("program byte", [](CacheKey& k) { k.parts[0].bytes[1] = '\x01'; });
+  vary("program length", [](CacheKey& k) { k.parts[0].bytes.push_back('\0'); });
+  vary("part name", [](CacheKey& k) { k.parts[1].name = "arch"; });
+  vary("target", [](CacheKey& k) { k.parts[1].bytes = "sm_80"; });
+  vary("options", [](CacheKey& k) { k.parts[2].bytes = "-O3"; });
   vary("version", [](CacheKey& k) { k.version = "0.0.1-test"; });
-  // Moving text between free-form fields must not produce the same canonical text.
+  vary("one part more", [](CacheKey& k) { k.add("", ""); });
+  vary("one part less", [](CacheKey& k) { k.parts.pop_back(); });
+  vary("part order", [](CacheKey& k) { std::swap(k.parts[1], k.parts[2]); });
+  // Moving bytes between parts, or between a name and its value, must not serialize alike.
   vary("target/options boundary", [](CacheKey& k) {
-    k.target = "sm_90\noptions=19:-O3 --use_fast_math";
-    k.options = "";
+    k.parts[1].bytes = "sm_90-O3";
+    k.parts[2].bytes = " --use_fast_math";
+  });
+  vary("name/value boundary", [](CacheKey& k) {
+    k.parts[1].name = "targetsm";
+    k.parts[1].bytes = "_90";
   });
   std::set<uint64_t> hashes = {base.hash()};
   for (const auto& [what, k] : variants) {
@@ -331,7 +345,7 @@ TEST(DiskCache, FileFormat) {
     for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(file[at + i]) << (8 * i);
     return v;
   };
-  EXPECT_EQ(le(8, 4), 1u);
+  EXPECT_EQ(le(8, 4), 2u);  // kDiskFormatVersion, pinned: a change must be deliberate
   EXPECT_EQ(le(12, 4), canon.size());
   EXPECT_EQ(le(16, 8), payload.size());
   EXPECT_EQ(le(24, 8), fnv1a64(payload));
@@ -394,7 +408,7 @@ void damage(Damage d, const fs::path& dir, const CacheKey& key) {
     case Damage::Empty: file.clear(); break;
     case Damage::TrailingBytes: file.push_back(0); break;
     case Damage::WrongMagic: file[0] = 'X'; break;
-    case Damage::WrongVersion: file[8] = 2; break;
+    case Damage::WrongVersion: file[8] = kDiskFormatVersion + 1; break;
     case Damage::ForeignFileWithTheRightName: {
       std::string text = "#!/bin/sh\necho this is not a cache entry, but it is long enough\n";
       file.assign(text.begin(), text.end());
@@ -778,6 +792,108 @@ TEST(DiskCache, TwoProcessesShareOneDirectory) {
   std::vector<fs::path> files = filesIn(tmp.path());
   EXPECT_EQ(files.size(), all.size());
   for (const fs::path& f : files) EXPECT_EQ(f.extension(), ".stitchk") << f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files that are not entries (issue 11, finding 4)
+
+// A FIFO named like an entry: opening it for reading used to wait for a writer forever. load()
+// runs on another thread so that a regression fails the test instead of hanging it.
+TEST(DiskCache, AFifoNamedLikeAnEntryIsAMissAndDoesNotBlock) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  const CacheKey key = sampleKey();
+  const fs::path path = disk.pathFor(key);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0) << std::strerror(errno);
+  LogCapture log;
+  auto loaded = std::async(std::launch::async, [&] { return disk.load(key); });
+  if (loaded.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Unblock the reader (a writer opening the FIFO releases it) so the test can end.
+    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    loaded.wait();
+    FAIL() << "DiskCache::load blocked on a FIFO named like an entry";
+  }
+  EXPECT_EQ(loaded.get(), std::nullopt);
+  EXPECT_NE(log.text().find("not a regular file"), std::string::npos) << log.text();
+  EXPECT_EQ(disk.stats().diskMisses, 1u);
+
+  // The next store replaces it with a good entry.
+  disk.store(key, bytesFor(key));
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(disk.load(key), bytesFor(key));
+}
+
+// A symbolic link is not an entry we wrote, even when it points at a valid one.
+TEST(DiskCache, ASymlinkNamedLikeAnEntryIsAMiss) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  const CacheKey key = sampleKey();
+  writeFile(tmp.path() / "elsewhere", DiskCache::encode(key.canonical(), bytesFor(key)));
+  fs::create_symlink(tmp.path() / "elsewhere", disk.pathFor(key));
+  LogCapture log;
+  EXPECT_EQ(disk.load(key), std::nullopt);
+  EXPECT_NE(log.text().find("symbolic link"), std::string::npos) << log.text();
+  disk.store(key, bytesFor(key));
+  EXPECT_FALSE(fs::is_symlink(disk.pathFor(key)));
+  EXPECT_EQ(disk.load(key), bytesFor(key));
+}
+
+// The id of a process that has exited (and been reaped): no process has it, for a while.
+pid_t deadProcessId() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+fs::path tempFile(const fs::path& dir, pid_t writer, int n, std::chrono::seconds age) {
+  fs::path p =
+      dir / fmt::format(".tmp-{:016x}-{}-{:x}-{}.stitchk~", 0x1234abcdULL + n, writer, 0xbeefU, n);
+  writeFile(p, std::vector<uint8_t>(100, 7));
+  fs::last_write_time(p, fs::file_time_type::clock::now() - age);
+  return p;
+}
+
+TEST(DiskCache, StaleTemporaryFilesOfDeadWritersAreRemoved) {
+  using std::chrono::seconds;
+  TempDir tmp;
+  const pid_t dead = deadProcessId();
+  ASSERT_GT(dead, 0);
+  const pid_t live = ::getpid();
+  const fs::path deadOld = tempFile(tmp.path(), dead, 1, seconds(kDeadWriterGraceSeconds + 60));
+  const fs::path deadFresh = tempFile(tmp.path(), dead, 2, seconds(0));
+  const fs::path liveFresh = tempFile(tmp.path(), live, 3, seconds(0));
+  const fs::path liveOld = tempFile(tmp.path(), live, 4, seconds(kDeadWriterGraceSeconds + 60));
+  const fs::path ancient = tempFile(tmp.path(), live, 5, seconds(kStaleTempSeconds + 60));
+  // Names that are not ours, however old, are left alone; so are entries.
+  const fs::path foreign = tmp.path() / ".tmp-notours.stitchk~";
+  writeFile(foreign, {1, 2, 3});
+  fs::last_write_time(foreign, fs::file_time_type::clock::now() - seconds(kStaleTempSeconds * 2));
+  const CacheKey key = sampleKey();
+  {
+    DiskCache writer(tmp.path());
+    writer.store(key, bytesFor(key));  // its first store sweeps
+  }
+  EXPECT_FALSE(fs::exists(deadOld)) << "a dead writer's old temporary file was kept";
+  EXPECT_FALSE(fs::exists(ancient)) << "an hour-old temporary file was kept";
+  EXPECT_TRUE(fs::exists(deadFresh)) << "within the grace period, the file must stay";
+  EXPECT_TRUE(fs::exists(liveFresh)) << "a live writer's fresh temporary file was removed";
+  EXPECT_TRUE(fs::exists(liveOld)) << "a live writer's temporary file was removed";
+  EXPECT_TRUE(fs::exists(foreign));
+  DiskCache reader(tmp.path());
+  EXPECT_EQ(reader.load(key), bytesFor(key));
+
+  // Nothing more is stale; once the grace has passed, the dead writer's other file goes too.
+  EXPECT_EQ(reader.removeStaleTemporaries(), 0u);
+  fs::last_write_time(deadFresh,
+                      fs::file_time_type::clock::now() - seconds(kDeadWriterGraceSeconds + 1));
+  EXPECT_EQ(reader.removeStaleTemporaries(), 1u);
+  EXPECT_FALSE(fs::exists(deadFresh));
+  EXPECT_TRUE(fs::exists(liveFresh));
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+// Canonical bytes of a kernel program: the identity kernel cache keys are made of.
+//
+// Design note. A cache key that misses a field returns another kernel's answer (issue 11: the
+// key was a hash of printProgram's text, which did not print the phase accumulators, so a
+// reduce_max reused a reduce_sum's kernel). So the key is not a printer written for people but a
+// serialization that is complete by construction:
+//
+// - Every field of every struct of kernel_program.h is written, in declaration order. Each
+//   struct is unpacked with a structured binding that names all of its members, so adding a
+//   member (or removing one) is a compile error in serialize.cpp until it is serialized: the
+//   compile-time guard is the binding itself, which unlike a sizeof check does not depend on the
+//   ABI. tests/lower/test_program_key.cpp unpacks the same structs the same way and mutates each
+//   member one at a time, asserting the bytes change, so a member bound but not written is caught
+//   too.
+// - Names are written as well (KernelProgram::name, Phase::name). The host emitter does not read
+//   them and the CUDA/HIP emitter only prints Phase::name into a comment, so leaving them out
+//   would be sound today; but "nothing is left out" needs no proof that a future emitter keeps
+//   it so, and costs no hits: lowering derives names from structure ("kernel", "p<part>_<role>"),
+//   so programs that differ only in names do not occur.
+// - Encoding: a format tag (kProgramFormat), then the fields. Integers are fixed-width
+//   little-endian at their declared width (int: 4 bytes, int64_t: 8), enums by their underlying
+//   type, bool one byte, double its IEEE-754 bit pattern (so -0.0 and 0.0, or two NaN payloads,
+//   differ: conservative), strings and vectors prefixed by their length as 8 bytes. The bytes do
+//   not depend on the host's endianness, compiler or standard library.
+//
+// This is not printProgram: that stays a printer for dumps and tests, free to omit what is noise
+// to a reader.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "lower/kernel_program.h"
+
+namespace stitch::lower {
+
+// Bump when the encoding or the set of fields changes, so old keys can never equal new ones.
+inline constexpr uint32_t kProgramFormat = 1;
+
+// Appends canonical bytes (see the note above) to a string used as a byte buffer.
+class CanonicalWriter {
+ public:
+  template <class T>
+  requires std::is_integral_v<T>
+  void integer(T v) {
+    using U = std::make_unsigned_t<T>;
+    auto u = static_cast<U>(v);
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
+  }
+  void boolean(bool b) { out_.push_back(b ? '\1' : '\0'); }
+  template <class E>
+  requires std::is_enum_v<E>
+  void enumeration(E e) { integer(static_cast<std::underlying_type_t<E>>(e)); }
+  void real(double d) { integer(std::bit_cast<uint64_t>(d)); }
+  void length(size_t n) { integer(static_cast<uint64_t>(n)); }
+  void string(std::string_view s) {
+    length(s.size());
+    out_.append(s);
+  }
+
+  const std::string& bytes() const { return out_; }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// The canonical bytes of one integer, enum or bool (key parts other than the program).
+template <class T>
+requires std::is_integral_v<T> || std::is_enum_v<T> std::string canonicalBytes(T v) {
+  CanonicalWriter w;
+  if constexpr (std::is_same_v<T, bool>) w.boolean(v);
+  else if constexpr (std::is_enum_v<T>) w.enumeration(v);
+  else w.integer(v);
+  return w.take();
+}
+
+// The canonical bytes of p (kProgramFormat first). Equal programs give equal bytes; programs
+// that differ in any field give different bytes.
+std::string serializeProgram(const KernelProgram& p);
+
+}  // namespace stitch::lower
