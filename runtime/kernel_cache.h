@@ -20,7 +20,9 @@
 //     version; GPU: every GpuTarget field the scheduler and emitter read);
 //   - the compile options (host: opt level, vector math library; GPU: the emit options, the
 //     compiler's name, version and command-line options, a digest of the device headers);
-//   - the library version (STITCH_VERSION_STRING): a new release may emit different code for the
+//   - the library version (STITCH_VERSION_STRING) and the build's code identity (a hash of the
+//     sources of src/, runtime/ and kernels_templates/, support/code_identity.h): a new release,
+//     or a development build whose lowering or emitters changed, may emit different code for the
 //     same program, and old entries must not be reused by it.
 // The builders are hostKernelKey (runtime/cpu/cached_compiler.h) and gpuKernelKey
 // (runtime/gpu/gpu_kernels.h); tests/lower/test_program_key.cpp mutates every program field and
@@ -116,9 +118,7 @@
 // none of them the disk layer is off (a warning says so). The directory is created (mkdir -p) on
 // the first store.
 //
-// Not done: the directory has no size bound. The library version names a release, not a build:
-// a development build whose code generator changed without a version bump can reuse entries its
-// predecessor wrote (clear the directory, or set STITCH_CACHE=0, when working on the emitters).
+// Not done: the directory has no size bound.
 #pragma once
 
 #include <atomic>
@@ -138,6 +138,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/code_identity.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -159,7 +160,9 @@ struct CacheKey {
     bool operator==(const Part&) const = default;
   };
   std::vector<Part> parts;
-  std::string version = STITCH_VERSION_STRING;
+  // The release and the build's code identity: a new release, or a development build whose
+  // lowering, emitters or device templates changed, may emit other code for the same parts.
+  std::string version = std::string(STITCH_VERSION_STRING) + "+" + codeIdentity();
 
   // Appends a part; returns *this for chaining.
   CacheKey& add(std::string name, std::string bytes);

@@ -202,7 +202,8 @@ TEST(CacheKey, GoldenHash) {
 }
 
 TEST(CacheKey, DefaultVersionIsTheLibraryVersion) {
-  EXPECT_EQ(CacheKey{}.version, STITCH_VERSION_STRING);
+  EXPECT_EQ(CacheKey{}.version, std::string(STITCH_VERSION_STRING) + "+" + codeIdentity());
+  EXPECT_EQ(std::string(codeIdentity()).size(), 32u);
 }
 
 TEST(CacheKey, EveryPartChangesTheKey) {
