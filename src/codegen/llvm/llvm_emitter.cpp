@@ -26,10 +26,29 @@ using lower::InstKind;
 
 namespace {
 
-// Long float sums are accumulated in blocks (see PhaseEmitter::emitStage): kBlock elements in
-// the compute type (the vectorized fast path, several partial sums per lane), each block's sum
-// then added to a running f64 total.
-constexpr int64_t kBlock = 1024;
+// Long float sums are accumulated in blocks (see PhaseEmitter::emitStage): a block's elements in
+// the compute type, each block's sum then added to a running f64 total. A contiguous row is
+// vectorized (64 partial sums in f32 lanes on AVX-512), so its blocks can be long: 4096 elements
+// are 64 sequential adds a lane, and a row of up to 4096 runs exactly the unblocked loop; a
+// strided walk (a column) adds one element at a time, so its blocks are short.
+constexpr int64_t kContiguousBlock = 4096;
+constexpr int64_t kStridedBlock = 512;
+
+// Whether every load of the stage walks memory contiguously (address k + c at loop index k).
+bool contiguousWalk(const lower::Phase& ph, const lower::Stage& st) {
+  try {
+    for (int id : st.body.insts) {
+      const Inst& in = ph.insts[static_cast<size_t>(id)];
+      if (in.kind != InstKind::Load) continue;
+      int64_t step =
+          lower::evalIndex(ph, in.args[0], 0, 1) - lower::evalIndex(ph, in.args[0], 0, 0);
+      if (step != 0 && step != 1) return false;
+    }
+  } catch (const std::exception&) {
+    return false;  // an index evalIndex does not know: treated as strided
+  }
+  return true;
+}
 
 // Float sums and means accumulate their block sums in f64 ("wide"): an f32 running total of a
 // long row loses the small addends once it is large (a row of 16M values near 1000 summed in
@@ -385,10 +404,10 @@ void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
 }
 
 // One stage: the walk over the row, then the accumulators' final values. Wide accumulators sum
-// blocks of kBlock elements in the compute type (vectorized: the loop has a constant trip count
-// and reassociable adds) and add each block's sum to an f64 total, so the error stays that of a
-// block (O(kBlock / lanes) roundings) for any row length. A row of at most kBlock elements is
-// one block: the loop is what it would be without blocking.
+// blocks in the compute type (vectorized when contiguous: the loop has a constant trip count and
+// reassociable adds) and add each block's sum to an f64 total, so the error stays that of a
+// block (O(block / lanes) roundings) for any row length. A row of at most one block is one
+// loop, as it would be without blocking.
 void PhaseEmitter::emitStage(const lower::Stage& st) {
   std::vector<int> wide;
   for (int a : st.accs) {
@@ -416,6 +435,7 @@ void PhaseEmitter::emitStage(const lower::Stage& st) {
     });
   };
   const int64_t n = ph_.rowLength;
+  const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
   if (wide.empty() || n <= kBlock) {
     walk(i64(0), i64(n));
   } else {

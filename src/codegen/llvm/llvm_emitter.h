@@ -13,7 +13,8 @@
 // tanh and erf as calls to log1pf, tanhf, erff (double versions for f64) marked pure; the JIT
 // resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32);
 // float sums are marked reassociable so the vectorizer keeps partial sums, and are blocked: each
-// block of 1024 elements is summed in the compute type and added to an f64 total, so the error
+// block (4096 elements of a contiguous row, 512 of a strided one) is summed in the compute type
+// and added to an f64 total, so the error
 // does not grow with the row (the reference sums in f64; an f32 running total of a long row
 // drops the small addends). Means divide the f64 total. Float products hold an underflowed
 // product of nonzero factors at the smallest subnormal (the reference's rule: +-inf times it is
