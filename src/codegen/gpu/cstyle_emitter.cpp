@@ -497,20 +497,33 @@ void PhaseEmitter::planCache() {
 void PhaseEmitter::emitRowWalk(const lower::Block& b, const std::vector<int>& wide) {
   const int V = s_.vec;
   std::string it = s_.unrolled ? "int" : idx_;
-  if (s_.unrolled) line("#pragma unroll");
-  line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+  // Wide accumulators of a long walk: chunks of kFlushItems groups, each chunk's f32 sums added
+  // to the doubles after it (a nested loop: a test for the flush inside the walk made ptxas
+  // spill).
+  const bool chunked = !s_.unrolled && !wide.empty() && s_.items > kFlushItems;
+  if (chunked) {
+    line(fmt::format("for ({0} it0 = 0; it0 < {1}; it0 += {2}) {{", idx_, s_.items, kFlushItems));
+    ++indent_;
+    // Bounded unrolling: hipRTC unrolls a loop of at most 32 trips fully and spills.
+    line("#pragma unroll 4");
+    line(fmt::format("for ({0} it = it0; it < it0 + {1} && it < {2}; ++it) {{", it, kFlushItems,
+                     s_.items));
+  } else {
+    if (s_.unrolled) line("#pragma unroll");
+    line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+  }
   ++indent_;
   line(fmt::format("const {0} k0 = (static_cast<{0}>(it) * {1} + lane) * {2};", idx_, s_.lanes, V));
   if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", ph_.rowLength));
   emitGroup(b, fmt::format("{}", ph_.rowLength));
-  if (!s_.unrolled && !wide.empty() && s_.items > kFlushItems) {
-    line(fmt::format("if ((it + 1) % {} == 0) {{", kFlushItems));
-    for (int a : wide) line(fmt::format("  w{0} += static_cast<double>(a{0}); a{0} = 0;", a));
-    line("}");
-  }
   --indent_;
   line("}");
   for (int a : wide) line(fmt::format("w{0} += static_cast<double>(a{0});", a));
+  if (chunked) {
+    for (int a : wide) line(fmt::format("a{} = 0;", a));
+    --indent_;
+    line("}");
+  }
 }
 
 void PhaseEmitter::emitReducePhase() {
