@@ -47,12 +47,12 @@ ir::DType computeType(ir::DType t) {
   return t == ir::DType::F16 || t == ir::DType::BF16 ? ir::DType::F32 : t;
 }
 
-// The dtype of a stored partial: float sums in f64 (the emitters total long float sums in f64;
-// partials rounded to f32 and re-added would lose that accuracy again), the rest in the compute
-// type.
+// The dtype of a stored partial: float sums and products in f64 (the emitters total long float
+// sums in f64, and a partial rounded to f32 and re-added would lose that accuracy again; an f64
+// product of nonzero factors held at the smallest f64 subnormal would round to an f32 zero, and
+// zero times an inf partial is NaN), the rest in the compute type.
 ir::DType partialType(const Accumulator& a) {
-  if (ir::isFloat(a.dtype) && (a.op == ReduceOp::Sum || a.op == ReduceOp::Mean))
-    return ir::DType::F64;
+  if (ir::isFloat(a.dtype) && a.op != ReduceOp::Max && a.op != ReduceOp::Min) return ir::DType::F64;
   return computeType(a.dtype);
 }
 

@@ -161,6 +161,13 @@ class PhaseEmitter {
   }
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
   llvm::Value* op(const Inst& in);
+  // The type an accumulator is held in: the compute type, except float products, held in f64
+  // as the reference multiplies (the loop is scalar anyway): an f32 product of [-1, 1] values
+  // underflows after ~100 factors, an f64 one after ~700, and it rounds once at the end.
+  llvm::Type* accType(const lower::Accumulator& a) {
+    if (ir::isFloat(a.dtype) && a.op == lower::ReduceOp::Prod) return B_.getDoubleTy();
+    return ctype(a.dtype);
+  }
   llvm::Value* accInit(const lower::Accumulator& a);
   llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
   void emitBlock(const lower::Block& b);
@@ -280,7 +287,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
 }
 
 llvm::Value* PhaseEmitter::accInit(const lower::Accumulator& a) {
-  llvm::Type* t = ctype(a.dtype);
+  llvm::Type* t = accType(a);
   if (ir::isFloat(a.dtype)) {
     double inf = std::numeric_limits<double>::infinity();
     switch (a.op) {
@@ -374,7 +381,9 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
         const lower::Accumulator& a = ph_.accs[static_cast<size_t>(in.acc)];
         llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(in.acc)];
         llvm::Value* acc = B_.CreateLoad(slot->getAllocatedType(), slot);
-        B_.CreateStore(accCombine(a, acc, val(in.args[0])), slot);
+        llvm::Value* x = val(in.args[0]);
+        if (x->getType() != acc->getType()) x = B_.CreateFPExt(x, acc->getType());
+        B_.CreateStore(accCombine(a, acc, x), slot);
         break;
       }
       case InstKind::Op: v = op(in); break;
@@ -482,7 +491,7 @@ void PhaseEmitter::emit(const std::string& name) {
     bufs_.push_back(B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
-    accSlots_.push_back(B_.CreateAlloca(ctype(a.dtype)));
+    accSlots_.push_back(B_.CreateAlloca(accType(a)));
     wideSlots_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy()) : nullptr);
     accFinal_.push_back(nullptr);
   }
