@@ -28,13 +28,22 @@ struct SumOp {
   static STITCH_DEVICE int apply(int a, int b) { return iadd(a, b); }
   static STITCH_DEVICE i64 apply(i64 a, i64 b) { return iadd(a, b); }
 };
+// A float product of nonzero factors that underflows is held at the smallest subnormal of its
+// sign, so only a zero factor makes it zero and +-inf times it stays +-inf (the reference's
+// rule), whichever way lanes, blocks and split rows group the factors.
 struct ProdOp {
   template <class T>
   static STITCH_DEVICE T identity() {
     return T(1);
   }
-  static STITCH_DEVICE float apply(float a, float b) { return a * b; }
-  static STITCH_DEVICE double apply(double a, double b) { return a * b; }
+  static STITCH_DEVICE float apply(float a, float b) {
+    const float r = a * b;
+    return r == 0.0f && a != 0.0f && b != 0.0f ? copysignf(f32_bits(1u), r) : r;
+  }
+  static STITCH_DEVICE double apply(double a, double b) {
+    const double r = a * b;
+    return r == 0.0 && a != 0.0 && b != 0.0 ? copysign(f64_bits(1ull), r) : r;
+  }
   static STITCH_DEVICE int apply(int a, int b) { return imul(a, b); }
   static STITCH_DEVICE i64 apply(i64 a, i64 b) { return imul(a, b); }
 };

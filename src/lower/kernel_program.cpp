@@ -719,6 +719,24 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
     for (int o : k.outputs)
       if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o))
         stores.emplace_back(o, paramOf[o]);
+    // An empty domain (no rows, or no elements) runs no units, yet an output computed from
+    // reductions over it (the mean loss of an empty batch) has elements to write: such an output
+    // gets a loop phase over its own shape, reading the reductions' results from where phase B
+    // stored them.
+    int64_t domainUnits = 1;
+    for (size_t a = 0; a < domain.size(); ++a)
+      if (!reduced[a]) domainUnits *= domain[a];
+    if (domainUnits == 0) {
+      std::vector<std::pair<int, int>> rest;
+      for (auto [node, param] : stores) {
+        const Dims& shape = shapes[static_cast<size_t>(node)];
+        if (product(shape) == 0) rest.emplace_back(node, param);
+        else
+          newPhase(fmt::format("fill_{}", g.node(node).name), shape,
+                   std::vector<bool>(shape.size(), false), {{node, param}});
+      }
+      stores = std::move(rest);
+    }
     if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
     ++partNo;
   }

@@ -41,9 +41,19 @@ Inst make(InstKind k, int a = -1, int64_t imm = 0) {
   return in;
 }
 
-// Partials are kept in the compute type: f32 for f16/bf16 (no rounding between the passes).
-ir::DType partialType(ir::DType t) {
+// The accumulator dtype of a sub-row: the compute type (f32 for f16/bf16, so nothing is rounded
+// to the narrow dtype between the passes).
+ir::DType computeType(ir::DType t) {
   return t == ir::DType::F16 || t == ir::DType::BF16 ? ir::DType::F32 : t;
+}
+
+// The dtype of a stored partial: float sums and products in f64 (the emitters total long float
+// sums in f64, and a partial rounded to f32 and re-added would lose that accuracy again; an f64
+// product of nonzero factors held at the smallest f64 subnormal would round to an f32 zero, and
+// zero times an inf partial is NaN), the rest in the compute type.
+ir::DType partialType(const Accumulator& a) {
+  if (ir::isFloat(a.dtype) && a.op != ReduceOp::Max && a.op != ReduceOp::Min) return ir::DType::F64;
+  return computeType(a.dtype);
 }
 
 // Phase A: the original phase on sub-rows, storing each accumulator's partial into `scratch`.
@@ -80,10 +90,13 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
     auto& body = a.stages[0].body.insts;
     body.insert(body.begin(), newLoop);
   }
-  // Accumulators: Mean sums (phase B divides), all in the compute type.
+  // Accumulators: Mean sums (phase B divides), all in the compute type; each partial is read
+  // (and stored) in its partial type.
+  std::vector<ir::DType> stored;
   for (Accumulator& acc : a.accs) {
+    stored.push_back(partialType(acc));
     if (acc.op == ReduceOp::Mean) acc.op = ReduceOp::Sum;
-    acc.dtype = partialType(acc.dtype);
+    acc.dtype = computeType(acc.dtype);
   }
   for (int id : a.stages[0].body.insts) {
     Inst& in = a.insts[static_cast<size_t>(id)];
@@ -96,7 +109,7 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
     a.buffers.push_back(scratch[j]);
     Inst read = make(InstKind::AccRead);
     read.acc = static_cast<int>(j);
-    read.dtype = a.accs[j].dtype;
+    read.dtype = stored[j];
     int r = add(a, read);
     Inst st = make(InstKind::Store, newUnit);
     st.args[1] = r;
@@ -137,8 +150,11 @@ Phase combinePhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) 
   int at = add(b, idx);
   body.insts = {k, row, at};
   for (size_t j = 0; j < b.accs.size(); ++j) {
+    // Float sums total their f64 partials in f64; the original reads round the result.
+    ir::DType partial = partialType(b.accs[j]);
+    if (partial == ir::DType::F64) b.accs[j].dtype = ir::DType::F64;
     Inst ld = make(InstKind::Load, at);
-    ld.dtype = partialType(b.accs[j].dtype);
+    ld.dtype = partial;
     ld.buffer = b.numInputs + static_cast<int>(j);
     int v = add(b, ld);
     Inst acc = make(InstKind::Accumulate, v);
@@ -167,7 +183,7 @@ int splitLongRows(KernelProgram& p) {
     for (const Accumulator& acc : ph.accs) {
       Param q;
       q.scratch = p.scratchSlots++;
-      q.dtype = partialType(acc.dtype);
+      q.dtype = partialType(acc);
       q.elements = ph.units * s;
       p.params.push_back(q);
       scratch.push_back(static_cast<int>(p.params.size()) - 1);

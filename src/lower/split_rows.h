@@ -6,10 +6,12 @@
 // pass over their partial results, and that is what this pass builds, for any backend:
 //   phase A ("split")   units x S sub-rows of rowLength / S elements each; every sub-row
 //                       accumulates like the original stage and stores its partial results
-//                       (Mean as Sum, f16/bf16 in f32) into scratch buffers;
+//                       (Mean as Sum; float sums and products in f64, f16/bf16 max/min in f32) into
+//                       scratch buffers;
 //   phase B ("combine") the original units, each reducing its S partials with the original
-//                       operations (Mean divides by the original row length), then the original
-//                       per-row block (`post`).
+//                       operations (float sums and products in f64; Mean divides by the row
+//                       length), then the original per-row block (`post`), whose reads round
+//                       the result to its dtype.
 // Phase boundaries are where the kernel synchronizes (a grid barrier in a cooperative kernel, the
 // stream between launches, the executor between host phases), so this is the "global" stitch
 // scheme applied to a single reduction.

@@ -245,6 +245,15 @@ HostTensor gather(const HostTensor& x, const Dims& shape, const Dims& offsets) {
 
 enum class ReduceKind { Sum, Max, Min, Prod, Mean };
 
+// A product step: a product of nonzero factors that underflows is held at the smallest subnormal
+// of its sign (see the header), so only a zero factor makes a product zero.
+double stickyMul(double s, double v) {
+  double r = s * v;
+  if (r == 0.0 && s != 0.0 && v != 0.0)
+    r = std::copysign(std::numeric_limits<double>::denorm_min(), r);
+  return r;
+}
+
 HostTensor reduce(const HostTensor& x, const std::vector<int64_t>& axes, const Dims& outShape,
                   ReduceKind kind) {
   // Each input element's output offset: the output laid out as x's shape with reduced dims of
@@ -271,7 +280,7 @@ HostTensor reduce(const HostTensor& x, const std::vector<int64_t>& axes, const D
       switch (kind) {
         case ReduceKind::Sum:
         case ReduceKind::Mean: s += v; break;
-        case ReduceKind::Prod: s *= v; break;
+        case ReduceKind::Prod: s = stickyMul(s, v); break;
         case ReduceKind::Max: s = nanOr(s, v, std::max(s, v)); break;
         case ReduceKind::Min: s = nanOr(s, v, std::min(s, v)); break;
       }

@@ -32,6 +32,12 @@
 // Reductions (over the normalized, sorted `axes`, with `keepdims`)
 // - Empty reductions: sum 0, prod 1, max -inf (ints: the dtype's minimum), min +inf (ints: the
 //   dtype's maximum), mean NaN. Float max/min propagate NaN. mean = f64 sum / count, rounded.
+// - Float prod: a running product of nonzero factors that underflows is held at the smallest
+//   f64 subnormal of its sign (0 once rounded to f32 or narrower), so only a zero factor makes a
+//   product zero: +-inf times nonzero factors is +-inf, and inf with a zero factor is NaN,
+//   whatever the order. (A plain f64 product would be NaN or inf depending on whether the factors
+//   before the inf underflowed, which no parallel order reproduces.) The backends do the same
+//   in their compute type (f32 for f16/bf16/f32).
 //
 // Layout and sources
 // - reshape keeps the row-major data. transpose: out.dim[k] = in.dim[perm[k]]. broadcast_to is

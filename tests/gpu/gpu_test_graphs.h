@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/numerics_graphs.h"
 #include "ir/graph.h"
 #include "ir/parser.h"
 #include "testing/random_graph.h"
@@ -66,6 +67,40 @@ inline std::vector<NamedGraph> exampleGraphs(std::vector<int64_t> sizes = {64, 3
   testing::TransformerGraphOptions t;
   out.push_back({"transformer(2 layers)", testing::transformerGraph(2, t), {}});
   for (const std::string& s : out.back().graph.symbols()) out.back().bindings[s] = 32;
+  return out;
+}
+
+// The reduction numerics cases (tests/common/numerics_graphs.h): long rows and columns of values
+// near 1000, products with +-inf, every reduction over empty extents, the cross-entropy example
+// on an empty batch. `large`: include the 10M/16M-element cases.
+inline std::vector<NamedGraph> numericsGraphs(bool large) {
+  std::vector<numerics::Case> cases;
+  if (large) {
+    cases.push_back(numerics::layerNormNear1000(10'000'000));
+    cases.push_back(numerics::layerNormNear1000(int64_t{1} << 24));
+    cases.push_back(numerics::longRowMean(1, int64_t{1} << 24));
+    cases.push_back(numerics::longRowMean(1, (int64_t{1} << 24) + 1));
+    cases.push_back(numerics::longColumnMean(int64_t{1} << 22, 3));
+    cases.push_back(numerics::longColumnMean((int64_t{1} << 22) + 1, 3));
+  }
+  cases.push_back(numerics::longRowMean(3, 300'001));
+  cases.push_back(numerics::longColumnMean(200'001, 70));
+  for (const char* t : {"f32", "f64", "f16", "bf16"}) {
+    cases.push_back(numerics::prodWithInf(t, 4, 1000, 0));
+    cases.push_back(numerics::prodWithInf(t, 4, 4096, 2000));
+    cases.push_back(numerics::prodWithInf(t, 4, int64_t{1} << 17, 100'000));
+  }
+  for (numerics::Case& c : numerics::allEmptyReductions()) cases.push_back(std::move(c));
+  std::ifstream in(STITCH_SOURCE_DIR "/examples/cross_entropy.stitch");
+  std::stringstream text;
+  text << in.rdbuf();
+  cases.push_back({"cross_entropy.stitch[N=0]", text.str(), {{"N", 0}}});
+  std::vector<NamedGraph> out;
+  for (const numerics::Case& c : cases) {
+    NamedGraph ng{c.name, ir::parseModule(c.text, c.name).at(0), {}};
+    for (const auto& [s, v] : c.dims) ng.bindings[s] = v;
+    out.push_back(std::move(ng));
+  }
   return out;
 }
 

@@ -160,6 +160,18 @@ TEST_P(GpuCodegen, RandomGraphsCompileWithoutSpills) {
   EXPECT_GE(totals.kernels, 200);
 }
 
+// Long rows and columns (wide sums), products, empty extents (phases of no units).
+TEST_P(GpuCodegen, NumericsGraphsCompileWithoutSpills) {
+  codegen::GpuTarget t = codegen::gpuTarget(GetParam());
+  rt::gpu::DeviceCompiler* c = compilerFor(t);
+  if (!c) GTEST_SKIP() << "no compiler for " << t.arch;
+  auto jobs = jobsFor(gputest::numericsGraphs(/*large=*/true), t, {fusion::Mode::Stitch});
+  Totals totals;
+  compileAll(jobs, t, *c, /*aligned=*/true, totals);
+  report("numerics graphs", t, totals);
+  EXPECT_EQ(totals.failures, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, GpuCodegen, ::testing::Values("sm_80", "sm_90", "gfx90a"));
 
 // The emitter alone: deterministic, one entry per phase, a cooperative entry when several.

@@ -197,4 +197,17 @@ TEST(CudaBackend, LargeShapesMatchTheReference) {
   report("examples at large sizes on cuda", totals);
 }
 
+// Long f32 reductions near 1000 (one row of 10M/16M values in one block: wide sums), products
+// with +-inf, every reduction over empty extents (phases with no units), both launch modes.
+TEST(CudaBackend, ReductionNumericsMatchTheReference) {
+  REQUIRE_CUDA(gpu);
+  Totals totals;
+  for (const gputest::NamedGraph& ng : gputest::numericsGraphs(/*large=*/true))
+    for (RunOptions o : {RunOptions{true, true}, RunOptions{true, false}}) {
+      std::string f = check(*gpu, ng, 5, fusion::Mode::Stitch, o, totals);
+      EXPECT_TRUE(f.empty()) << f;
+    }
+  report("numerics graphs on cuda", totals);
+}
+
 }  // namespace

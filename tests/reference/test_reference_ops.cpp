@@ -516,6 +516,15 @@ std::vector<Case> allCases() {
        red(OpCode::ReduceProd, {1}, true),
        {T(F32, {2, 3}, {1, 2, 3, 4, 5, 6})},
        {T(F32, {2, 1}, {6, 120})}});
+  // A product of nonzero factors that underflows is held at the smallest subnormal, so +-inf
+  // after it stays +-inf (a plain f64 product: 1e-200 * 1e-200 = 0, then 0 * inf = NaN); a zero
+  // factor with an inf is NaN; the underflowed product alone rounds to (signed) zero.
+  add({"reduce_prod_inf_after_underflow",
+       {"f64[4, 3]"},
+       red(OpCode::ReduceProd, {1}, false),
+       {T(F64, {4, 3},
+          {1e-200, 1e-200, kInf, -1e-200, 1e-200, kInf, 1e-200, 0, kInf, 1e-200, -1e-200, 0.5})},
+       {T(F64, {4}, {kInf, -kInf, kNaN, -std::numeric_limits<double>::denorm_min()})}});
   add({"reduce_prod_i32_wraps",
        {"i32[2, 2]"},
        red(OpCode::ReduceProd, {0}, false),

@@ -118,6 +118,16 @@ const char* reduceOpName(lower::ReduceOp op) {
   return "?";
 }
 
+// Float sums and means are "wide": each thread adds its running f32 sum to a double total every
+// kFlushItems groups, and the lanes of a unit combine the doubles. A thread that walked a long
+// row (a single row of millions of values in one block) in one f32 register would lose the
+// small addends once its sum is large; the f32 fast path stays for the adds themselves.
+constexpr int kFlushItems = 32;
+
+bool isWide(const lower::Accumulator& a) {
+  return ir::isFloat(a.dtype) && (a.op == lower::ReduceOp::Sum || a.op == lower::ReduceOp::Mean);
+}
+
 // The C expression of an elementwise op on argument expressions (dtypes of result and arg 0).
 std::string castExpr(const std::string& a, DType from, DType to) {
   if (from == to) return a;
@@ -260,7 +270,8 @@ class PhaseEmitter {
   void partialGroup(const std::string& statement, const std::string& limit);
   void emitLoopPhase();
   void emitReducePhase();
-  void emitRowWalk(const lower::Block& b);
+  // wide: the stage's wide accumulators, flushed into their double totals (w<n>) as it goes.
+  void emitRowWalk(const lower::Block& b, const std::vector<int>& wide = {});
   std::string cacheKey(int loadId) const;
   void planCache();
 
@@ -356,7 +367,10 @@ void PhaseEmitter::emitInst(int id) {
       return;
     }
     case InstKind::AccRead:
-      line(fmt::format("const {} {} = f{};", computeType(in.dtype), v, in.acc));
+      // The final value (double for wide accumulators), rounded once to the read's dtype.
+      line(fmt::format(
+          "const {0} {1} = {2};", computeType(in.dtype), v,
+          roundTo(in.dtype, fmt::format("static_cast<{}>(f{})", computeType(in.dtype), in.acc))));
       return;
     case InstKind::Accumulate: {
       const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(in.acc)];
@@ -480,21 +494,46 @@ void PhaseEmitter::planCache() {
   }
 }
 
-void PhaseEmitter::emitRowWalk(const lower::Block& b) {
+void PhaseEmitter::emitRowWalk(const lower::Block& b, const std::vector<int>& wide) {
   const int V = s_.vec;
   std::string it = s_.unrolled ? "int" : idx_;
-  if (s_.unrolled) line("#pragma unroll");
-  line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+  // Wide accumulators of a long walk: chunks of kFlushItems groups, each chunk's f32 sums added
+  // to the doubles after it (a nested loop: a test for the flush inside the walk made ptxas
+  // spill).
+  const bool chunked = !s_.unrolled && !wide.empty() && s_.items > kFlushItems;
+  if (chunked) {
+    line(fmt::format("for ({0} it0 = 0; it0 < {1}; it0 += {2}) {{", idx_, s_.items, kFlushItems));
+    ++indent_;
+    // Bounded unrolling: hipRTC unrolls a loop of at most 32 trips fully and spills.
+    line("#pragma unroll 4");
+    line(fmt::format("for ({0} it = it0; it < it0 + {1} && it < {2}; ++it) {{", it, kFlushItems,
+                     s_.items));
+  } else {
+    if (s_.unrolled) line("#pragma unroll");
+    line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+  }
   ++indent_;
   line(fmt::format("const {0} k0 = (static_cast<{0}>(it) * {1} + lane) * {2};", idx_, s_.lanes, V));
   if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", ph_.rowLength));
   emitGroup(b, fmt::format("{}", ph_.rowLength));
   --indent_;
   line("}");
+  for (int a : wide) line(fmt::format("w{0} += static_cast<double>(a{0});", a));
+  if (chunked) {
+    for (int a : wide) line(fmt::format("a{} = 0;", a));
+    --indent_;
+    line("}");
+  }
 }
 
 void PhaseEmitter::emitReducePhase() {
   const int UX = s_.unitsPerBlock, TK = s_.lanes;
+  if (ph_.units == 0) {
+    // No rows (an empty kept extent): nothing to write, and no row to read (the inactive lanes
+    // below would compute on row -1).
+    line("(void)smem;");
+    return;
+  }
   line("const int tid = threadIdx.x;");
   line(s_.rowMajor ? fmt::format("const int lane = tid % {};", TK)
                    : fmt::format("const int lane = tid / {};", UX));
@@ -518,22 +557,29 @@ void PhaseEmitter::emitReducePhase() {
     line(fmt::format("{} c{}[{}];", computeType(t), c, s_.items * s_.vec));
   for (size_t si = 0; si < ph_.stages.size(); ++si) {
     const lower::Stage& st = ph_.stages[si];
+    std::vector<int> wide;
     for (int a : st.accs) {
       const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
       std::string ct = computeType(acc.dtype);
       line(fmt::format("{0} a{1} = {2}::identity<{0}>();", ct, a, reduceOpName(acc.op)));
+      if (isWide(acc)) {
+        line(fmt::format("double w{} = 0;", a));
+        wide.push_back(a);
+      }
     }
-    emitRowWalk(st.body);
+    emitRowWalk(st.body, wide);
     for (int a : st.accs) {
       const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
-      std::string ct = computeType(acc.dtype);
+      // Wide accumulators combine their lanes' totals in double.
+      std::string ct = isWide(acc) ? "double" : computeType(acc.dtype);
+      std::string var = fmt::format("{}{}", isWide(acc) ? "w" : "a", a);
       line(fmt::format(
-          "a{0} = stitch::unit_reduce<{1}, {2}, {3}, {4}>(a{0}, reinterpret_cast<{5}*>(smem));", a,
+          "{0} = stitch::unit_reduce<{1}, {2}, {3}, {4}>({0}, reinterpret_cast<{5}*>(smem));", var,
           reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
-      std::string fin = fmt::format("a{}", a);
+      std::string fin = var;
       if (acc.op == lower::ReduceOp::Mean)
-        fin = fmt::format("a{} / static_cast<{}>({})", a, ct, acc.count);
-      line(fmt::format("const {} f{} = {};", ct, a, roundTo(acc.dtype, fin)));
+        fin = fmt::format("{} / static_cast<{}>({})", var, ct, acc.count);
+      line(fmt::format("const {} f{} = {};", ct, a, fin));
     }
   }
   storeGuard_ = "active && lane == 0";

@@ -7,7 +7,9 @@
 //     the loops of its mapping: grid-stride groups of V elements for loops; for reductions, the
 //     unit/lane split, one walk of the row per stage with per-lane accumulators, the cross-lane
 //     reduction of each accumulator (stitch/reduce.cuh), the per-row `post` block (stored by
-//     lane 0) and the element walk;
+//     lane 0) and the element walk. Float sums are "wide": a lane adds its f32 sum into a
+//     double every few groups, and lanes combine the doubles, so a thread walking a long row
+//     keeps its accuracy; a phase with no units emits an empty body;
 //   - one `extern "C" __global__` entry per phase, `stitch_p<i>`, and when the program has
 //     several phases a cooperative entry `stitch_all` running them all with a grid barrier
 //     (stitch/grid.cuh) between consecutive phases. The runtime picks one form or the other.

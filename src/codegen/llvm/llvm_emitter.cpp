@@ -26,6 +26,37 @@ using lower::InstKind;
 
 namespace {
 
+// Long float sums are accumulated in blocks (see PhaseEmitter::emitStage): a block's elements in
+// the compute type, each block's sum then added to a running f64 total. A contiguous row is
+// vectorized (64 partial sums in f32 lanes on AVX-512), so its blocks can be long: 4096 elements
+// are 64 sequential adds a lane, and a row of up to 4096 runs exactly the unblocked loop; a
+// strided walk (a column) adds one element at a time, so its blocks are short.
+constexpr int64_t kContiguousBlock = 4096;
+constexpr int64_t kStridedBlock = 512;
+
+// Whether every load of the stage walks memory contiguously (address k + c at loop index k).
+bool contiguousWalk(const lower::Phase& ph, const lower::Stage& st) {
+  try {
+    for (int id : st.body.insts) {
+      const Inst& in = ph.insts[static_cast<size_t>(id)];
+      if (in.kind != InstKind::Load) continue;
+      int64_t step =
+          lower::evalIndex(ph, in.args[0], 0, 1) - lower::evalIndex(ph, in.args[0], 0, 0);
+      if (step != 0 && step != 1) return false;
+    }
+  } catch (const std::exception&) {
+    return false;  // an index evalIndex does not know: treated as strided
+  }
+  return true;
+}
+
+// Float sums and means accumulate their block sums in f64 ("wide"): an f32 running total of a
+// long row loses the small addends once it is large (a row of 16M values near 1000 summed in
+// f32 lanes is off by 2e-3 relative), however the additions are ordered.
+bool isWide(const lower::Accumulator& a) {
+  return ir::isFloat(a.dtype) && (a.op == lower::ReduceOp::Sum || a.op == lower::ReduceOp::Mean);
+}
+
 class PhaseEmitter {
  public:
   PhaseEmitter(llvm::Module& m, const lower::Phase& ph)
@@ -130,9 +161,17 @@ class PhaseEmitter {
   }
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
   llvm::Value* op(const Inst& in);
+  // The type an accumulator is held in: the compute type, except float products, held in f64
+  // as the reference multiplies (the loop is scalar anyway): an f32 product of [-1, 1] values
+  // underflows after ~100 factors, an f64 one after ~700, and it rounds once at the end.
+  llvm::Type* accType(const lower::Accumulator& a) {
+    if (ir::isFloat(a.dtype) && a.op == lower::ReduceOp::Prod) return B_.getDoubleTy();
+    return ctype(a.dtype);
+  }
   llvm::Value* accInit(const lower::Accumulator& a);
   llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
   void emitBlock(const lower::Block& b);
+  void emitStage(const lower::Stage& st);
   void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body);
 
   llvm::LLVMContext& C_;
@@ -141,8 +180,9 @@ class PhaseEmitter {
   const lower::Phase& ph_;
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> bufs_;
-  std::vector<llvm::AllocaInst*> accSlots_;
-  std::vector<llvm::Value*> accFinal_;
+  std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
+  std::vector<llvm::AllocaInst*> wideSlots_;  // wide accs: the f64 total of the blocks
+  std::vector<llvm::Value*> accFinal_;        // after the stage: f64 for wide accs (mean divided)
   llvm::Value* unit_ = nullptr;
   llvm::Value* loopIndex_ = nullptr;
 };
@@ -247,7 +287,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
 }
 
 llvm::Value* PhaseEmitter::accInit(const lower::Accumulator& a) {
-  llvm::Type* t = ctype(a.dtype);
+  llvm::Type* t = accType(a);
   if (ir::isFloat(a.dtype)) {
     double inf = std::numeric_limits<double>::infinity();
     switch (a.op) {
@@ -284,7 +324,25 @@ llvm::Value* PhaseEmitter::accCombine(const lower::Accumulator& a, llvm::Value* 
   switch (a.op) {
     case lower::ReduceOp::Sum:
     case lower::ReduceOp::Mean: return fl ? reassoc(B_.CreateFAdd(acc, v)) : B_.CreateAdd(acc, v);
-    case lower::ReduceOp::Prod: return fl ? reassoc(B_.CreateFMul(acc, v)) : B_.CreateMul(acc, v);
+    case lower::ReduceOp::Prod: {
+      if (!fl) return B_.CreateMul(acc, v);
+      // A product of nonzero factors that underflows is held at the smallest subnormal of its
+      // sign, so that only a zero factor makes it zero: +-inf times such a product stays +-inf
+      // (the reference's rule) whatever the order and grouping of the factors, which vector
+      // lanes and split rows change. The select keeps the loop scalar: products are rare.
+      llvm::Value* r = B_.CreateFMul(acc, v);
+      llvm::Type* t = r->getType();
+      llvm::Value* zero = llvm::ConstantFP::get(t, 0.0);
+      llvm::Value* underflow =
+          B_.CreateAnd(B_.CreateFCmpOEQ(r, zero),
+                       B_.CreateAnd(B_.CreateFCmpUNE(acc, zero), B_.CreateFCmpUNE(v, zero)));
+      llvm::Value* tiny = intrinsic(
+          llvm::Intrinsic::copysign,
+          {t->isDoubleTy() ? llvm::ConstantFP::get(t, std::numeric_limits<double>::denorm_min())
+                           : llvm::ConstantFP::get(t, std::numeric_limits<float>::denorm_min()),
+           r});
+      return B_.CreateSelect(underflow, tiny, r);
+    }
     case lower::ReduceOp::Max:
       return intrinsic(fl ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, {acc, v});
     case lower::ReduceOp::Min:
@@ -311,12 +369,21 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::IRemC: v = B_.CreateURem(val(in.args[0]), i64(in.ivalue)); break;
       case InstKind::Load: v = load(in); break;
       case InstKind::Store: store(in); break;
-      case InstKind::AccRead: v = accFinal_[static_cast<size_t>(in.acc)]; break;
+      case InstKind::AccRead: {
+        // The accumulator's final value (f64 for wide ones), rounded once to the read's dtype.
+        v = accFinal_[static_cast<size_t>(in.acc)];
+        llvm::Type* t = ctype(in.dtype);
+        if (v->getType() != t) v = t->isDoubleTy() ? B_.CreateFPExt(v, t) : B_.CreateFPTrunc(v, t);
+        v = round(v, in.dtype);
+        break;
+      }
       case InstKind::Accumulate: {
         const lower::Accumulator& a = ph_.accs[static_cast<size_t>(in.acc)];
         llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(in.acc)];
         llvm::Value* acc = B_.CreateLoad(slot->getAllocatedType(), slot);
-        B_.CreateStore(accCombine(a, acc, val(in.args[0])), slot);
+        llvm::Value* x = val(in.args[0]);
+        if (x->getType() != acc->getType()) x = B_.CreateFPExt(x, acc->getType());
+        B_.CreateStore(accCombine(a, acc, x), slot);
         break;
       }
       case InstKind::Op: v = op(in); break;
@@ -345,6 +412,68 @@ void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
   B_.SetInsertPoint(exit);
 }
 
+// One stage: the walk over the row, then the accumulators' final values. Wide accumulators sum
+// blocks in the compute type (vectorized when contiguous: the loop has a constant trip count and
+// reassociable adds) and add each block's sum to an f64 total, so the error stays that of a
+// block (O(block / lanes) roundings) for any row length. A row of at most one block is one
+// loop, as it would be without blocking.
+void PhaseEmitter::emitStage(const lower::Stage& st) {
+  std::vector<int> wide;
+  for (int a : st.accs) {
+    B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), accSlots_[static_cast<size_t>(a)]);
+    if (isWide(ph_.accs[static_cast<size_t>(a)])) wide.push_back(a);
+  }
+  for (int a : wide)
+    B_.CreateStore(llvm::ConstantFP::get(B_.getDoubleTy(), 0.0),
+                   wideSlots_[static_cast<size_t>(a)]);
+  // Adds the block's sums to the totals and restarts the blocks.
+  auto flush = [&] {
+    for (int a : wide) {
+      llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(a)];
+      llvm::AllocaInst* total = wideSlots_[static_cast<size_t>(a)];
+      llvm::Value* part = B_.CreateLoad(slot->getAllocatedType(), slot);
+      if (!part->getType()->isDoubleTy()) part = B_.CreateFPExt(part, B_.getDoubleTy());
+      B_.CreateStore(B_.CreateFAdd(B_.CreateLoad(B_.getDoubleTy(), total), part), total);
+      B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), slot);
+    }
+  };
+  auto walk = [&](llvm::Value* lo, llvm::Value* hi) {
+    loop(lo, hi, [&](llvm::Value* k) {
+      loopIndex_ = k;
+      emitBlock(st.body);
+    });
+  };
+  const int64_t n = ph_.rowLength;
+  const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
+  if (wide.empty() || n <= kBlock) {
+    walk(i64(0), i64(n));
+  } else {
+    loop(i64(0), i64(n / kBlock), [&](llvm::Value* blk) {
+      llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
+      loop(i64(0), i64(kBlock), [&](llvm::Value* j) {
+        loopIndex_ = B_.CreateAdd(base, j, "", true, true);
+        emitBlock(st.body);
+      });
+      flush();
+    });
+    if (n % kBlock != 0) walk(i64(n / kBlock * kBlock), i64(n));
+  }
+  flush();
+  for (int ai : st.accs) {
+    const lower::Accumulator& a = ph_.accs[static_cast<size_t>(ai)];
+    llvm::Value* v;
+    if (isWide(a)) {
+      v = B_.CreateLoad(B_.getDoubleTy(), wideSlots_[static_cast<size_t>(ai)]);
+      if (a.op == lower::ReduceOp::Mean)
+        v = B_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count)));
+    } else {
+      llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(ai)];
+      v = B_.CreateLoad(slot->getAllocatedType(), slot);
+    }
+    accFinal_[static_cast<size_t>(ai)] = v;
+  }
+}
+
 void PhaseEmitter::emit(const std::string& name) {
   llvm::Type* ptr = B_.getPtrTy();
   auto* fty =
@@ -362,7 +491,8 @@ void PhaseEmitter::emit(const std::string& name) {
     bufs_.push_back(B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
-    accSlots_.push_back(B_.CreateAlloca(ctype(a.dtype)));
+    accSlots_.push_back(B_.CreateAlloca(accType(a)));
+    wideSlots_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy()) : nullptr);
     accFinal_.push_back(nullptr);
   }
   if (!ph_.reduce) {
@@ -377,23 +507,7 @@ void PhaseEmitter::emit(const std::string& name) {
     loop(begin, end, [&](llvm::Value* u) {
       unit_ = u;
       emitBlock(ph_.pre);
-      for (const lower::Stage& st : ph_.stages) {
-        for (int a : st.accs)
-          B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]),
-                         accSlots_[static_cast<size_t>(a)]);
-        loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
-          loopIndex_ = k;
-          emitBlock(st.body);
-        });
-        for (int ai : st.accs) {
-          const lower::Accumulator& a = ph_.accs[static_cast<size_t>(ai)];
-          llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(ai)];
-          llvm::Value* v = B_.CreateLoad(slot->getAllocatedType(), slot);
-          if (a.op == lower::ReduceOp::Mean)
-            v = B_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count)));
-          accFinal_[static_cast<size_t>(ai)] = round(v, a.dtype);
-        }
-      }
+      for (const lower::Stage& st : ph_.stages) emitStage(st);
       emitBlock(ph_.post);
       if (!ph_.elems.insts.empty())
         loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {

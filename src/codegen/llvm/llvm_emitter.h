@@ -12,8 +12,13 @@
 // to expf, logf, ... or, in vectorized loops, to glibc's libmvec when the JIT loaded it), log1p,
 // tanh and erf as calls to log1pf, tanhf, erff (double versions for f64) marked pure; the JIT
 // resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32);
-// float sums and products are marked reassociable so the vectorizer keeps partial sums (the
-// reference sums in f64: no f32 order is exact). Element loops are plain counted loops over
+// float sums are marked reassociable so the vectorizer keeps partial sums, and are blocked: each
+// block (4096 elements of a contiguous row, 512 of a strided one) is summed in the compute type
+// and added to an f64 total, so the error
+// does not grow with the row (the reference sums in f64; an f32 running total of a long row
+// drops the small addends). Means divide the f64 total. Float products hold an underflowed
+// product of nonzero factors at the smallest subnormal (the reference's rule: +-inf times it is
+// +-inf, not NaN), which keeps their loops scalar. Element loops are plain counted loops over
 // contiguous indices, so the loop vectorizer sees them.
 #pragma once
 
