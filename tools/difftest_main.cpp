@@ -187,7 +187,7 @@ std::string writeReproducer(const Options& o, const std::string& backend,
 }
 
 int run(const Options& o) {
-  Engine reference({{"backend", "reference"}});
+  Engine reference = Engine::create({{"backend", "reference"}});
   struct Target {
     std::string name;
     Engine engine;
