@@ -87,7 +87,7 @@ TEST(PlanSearch, BeamIsNearTheExhaustiveOptimum) {
 
 TEST(PlanSearch, PlansRunKernelByKernelToTheUnfusedAnswer) {
   const HardwareProfile hw = *findProfile("sm_90");
-  for (uint64_t seed = 1; seed <= kGraphs; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kGraphs); ++seed) {
     ir::Graph g = st::randomGraph(seed, primitiveGraphs());
     ir::Bindings b = st::randomBindings(g, seed);
     std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, seed);
