@@ -88,7 +88,7 @@ TEST(RandomGraph, CoversEveryOpAndReductionKind) {
   std::map<std::string, int> reductions;
   std::set<ir::DType> dtypes;
   int symbolic = 0, multiOutput = 0, multiUse = 0;
-  for (uint64_t seed = 0; seed < static_cast<uint64_t>(sweepCount(500)); ++seed) {
+  for (uint64_t seed = 0; seed < 500; ++seed) {  // a coverage count: never shrunk
     RandomGraphOptions o;
     o.symbolic = seed % 2 == 0;
     ir::Graph g = randomGraph(seed, o);
