@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # the lane_* functions are called by name, lane_$lane
 # The CI run: scripts/test.sh calls this when CI=true (as .ci/run does). Four lanes, one after
 # another, each configured, built and tested from its own preset and build directory:
 #
@@ -13,7 +14,7 @@
 # earlier one failed; the script prints each lane's time and fails if any lane failed. Extra
 # arguments go to the default lane's ctest.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 run() { echo "+ $*"; "$@"; }
 
