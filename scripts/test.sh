@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# In CI (CI=true, as .ci/run is run) the sanitizer and fuzz lanes run too: scripts/ci-lanes.sh.
+if [[ "${CI:-}" == "true" ]]; then
+  exec ./scripts/ci-lanes.sh "$@"
+fi
+
 run() { echo "+ $*"; "$@"; }
 
 run ./scripts/setup.sh

@@ -12,8 +12,7 @@ using namespace stitch;
 
 namespace stitch::api {
 
-ir::DType toDType(stitch_dtype_t t) {
-  int v = static_cast<int>(t);
+ir::DType toDType(int64_t v) {
   STITCH_CHECK(v >= 0 && v < ir::kNumDTypes, ErrorCode::InvalidArgument,
                "{} is not a valid stitch_dtype_t", v);
   return static_cast<ir::DType>(v);
@@ -51,19 +50,20 @@ ir::AttrValue toAttrValue(const stitch_attr_t& a) {
         a.count == 0 || (a.kind == STITCH_ATTR_INTS ? a.ints != nullptr : a.dims != nullptr),
         ErrorCode::InvalidArgument, "attribute '{}': list pointer is NULL", a.name);
   };
-  switch (a.kind) {
+  const int64_t kind = api::enumValue(a.kind);
+  switch (kind) {
     case STITCH_ATTR_INT: return a.i;
     case STITCH_ATTR_FLOAT: return a.f;
     case STITCH_ATTR_BOOL: return a.i != 0;
     case STITCH_ATTR_INTS: needList(); return std::vector<int64_t>(a.ints, a.ints + a.count);
     case STITCH_ATTR_DIMS: needList(); return toShape(a.dims, a.count);
-    case STITCH_ATTR_DTYPE: return api::toDType(static_cast<stitch_dtype_t>(a.i));
+    case STITCH_ATTR_DTYPE: return api::toDType(a.i);
     case STITCH_ATTR_IDENT:
       STITCH_CHECK(a.s != nullptr, ErrorCode::InvalidArgument, "attribute '{}': s is NULL", a.name);
       return std::string(a.s);
   }
-  throwError(ErrorCode::InvalidArgument, fmt::format("attribute '{}' has an invalid kind {}",
-                                                     a.name, static_cast<int>(a.kind)));
+  throwError(ErrorCode::InvalidArgument,
+             fmt::format("attribute '{}' has an invalid kind {}", a.name, kind));
 }
 
 ir::Graph parseOne(const char* text, const char* filename) {

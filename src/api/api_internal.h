@@ -6,10 +6,12 @@
 
 #include <stitch/stitch.h>
 
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "fusion/plan.h"
@@ -24,8 +26,21 @@ stitch_status_t setError(stitch_status_t status, std::string message);
 // Maps the exception being handled to a status (call only inside a catch block).
 stitch_status_t fromException();
 
-// Converts a C dtype, rejecting values outside the enum.
-ir::DType toDType(stitch_dtype_t t);
+// The integer a C caller passed as an enum. C lets an enum object hold any value of its integer
+// type, but in C++ loading an enum outside the range of its enumerators is undefined behaviour
+// (UBSan: "load of value ..., which is not a valid value for type"): read its bytes as the
+// underlying type, and check the integer.
+template <class E>
+int64_t enumValue(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<int64_t>(v);
+}
+
+// Converts a C dtype given as an integer (an attribute's `i`, or enumValue of a stitch_dtype_t),
+// rejecting values outside the enum.
+ir::DType toDType(int64_t value);
+inline ir::DType toDType(stitch_dtype_t t) { return toDType(enumValue(t)); }
 
 // The resolved configuration of an engine. Immutable once made, so engines and the programs that
 // share it are safe to use from several threads.

@@ -634,9 +634,10 @@ stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void
     STITCH_API_REQUIRE(src);
   }
   STITCH_API_GUARD({
-    STITCH_CHECK(kind == STITCH_COPY_HOST_TO_DEVICE || kind == STITCH_COPY_DEVICE_TO_HOST ||
-                     kind == STITCH_COPY_DEVICE_TO_DEVICE,
-                 ErrorCode::InvalidArgument, "unknown copy kind {}", static_cast<int>(kind));
+    const int64_t k = api::enumValue(kind);
+    STITCH_CHECK(k == STITCH_COPY_HOST_TO_DEVICE || k == STITCH_COPY_DEVICE_TO_HOST ||
+                     k == STITCH_COPY_DEVICE_TO_DEVICE,
+                 ErrorCode::InvalidArgument, "unknown copy kind {}", k);
     if (bytes == 0) return STITCH_OK;
     rt::Backend b = engine->config->backend;
     if (!isGpu(b)) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <stitch/stitch.hpp>
 #include <string>
 #include <thread>
@@ -315,6 +316,42 @@ TEST(CApi, PrintTruncatesSafely) {
   ASSERT_EQ(stitch_graph_print(g.get(), buf, sizeof buf, &needed), STITCH_OK);
   EXPECT_GT(needed, sizeof buf);
   EXPECT_EQ(std::string(buf), g.print().substr(0, 7));
+}
+
+// A C caller may put any integer in an enum field or argument. Found by tests/fuzz/fuzz_capi:
+// a dtype attribute of 2^32 - 1 was cast to stitch_dtype_t, undefined in C++ (UBSan), and the
+// error named -1. Each such value is a status naming the integer given.
+TEST(CApi, OutOfRangeEnumsAreRejectedByValue) {
+  stitch_graph_t g = nullptr;
+  ASSERT_EQ(stitch_graph_create("g", &g), STITCH_OK);
+  stitch_dim_t dims[1] = {{4, nullptr}};
+  stitch_value_t x = -1, y = -1;
+  ASSERT_EQ(stitch_graph_add_input(g, "x", STITCH_F32, dims, 1, &x), STITCH_OK) << lastError();
+
+  stitch_attr_t to{};
+  to.name = "to";
+  to.kind = STITCH_ATTR_DTYPE;
+  to.i = 4294967295;
+  EXPECT_EQ(stitch_graph_add_op(g, "cast", &x, 1, &to, 1, nullptr, &y),
+            STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("4294967295 is not a valid stitch_dtype_t"), std::string::npos)
+      << lastError();
+
+  // Out-of-range values stored in the enum objects themselves, as C allows.
+  const int raw = 1000;
+  stitch_attr_t bad{};
+  bad.name = "to";
+  std::memcpy(&bad.kind, &raw, sizeof raw);
+  EXPECT_EQ(stitch_graph_add_op(g, "cast", &x, 1, &bad, 1, nullptr, &y),
+            STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("invalid kind 1000"), std::string::npos) << lastError();
+  stitch_dtype_t dtype;
+  std::memcpy(&dtype, &raw, sizeof raw);
+  EXPECT_EQ(stitch_graph_add_input(g, "z", dtype, dims, 1, &y), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("1000 is not a valid stitch_dtype_t"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(stitch_graph_num_ops(g), 0u);
+  stitch_graph_destroy(g);
 }
 
 TEST(CApi, ProgramsRunFromSeveralThreads) {

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "codegen/llvm/llvm_emitter.h"
+#include "common/sweep.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/graph.h"
@@ -205,7 +206,7 @@ TEST(CpuCodegen, ExamplesMatchReferenceAtO3) { checkExamples(3, "examples O3"); 
 TEST(CpuCodegen, RandomGraphsMatchReference) {
   Totals t;
   int printed = 0;
-  for (uint64_t seed = 1; seed <= 500; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(st::sweepCount(500)); ++seed) {
     st::RandomGraphOptions o;
     o.composites = true;
     o.symbolic = seed % 4 == 0;

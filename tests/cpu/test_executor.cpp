@@ -29,10 +29,11 @@
 #include "runtime/cpu/thread_pool.h"
 #include "support/error.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+// The sanitizers bring their own operator new: allocations are not counted under them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STITCH_TEST_COUNTS_ALLOCATIONS 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define STITCH_TEST_COUNTS_ALLOCATIONS 0
 #endif
 #endif

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <set>
 
+#include "common/sweep.h"
 #include "fusion/group.h"
 #include "fusion/hardware.h"
 #include "fusion/plan_eval.h"
@@ -23,7 +24,7 @@ namespace st = stitch::testing;
 
 namespace {
 
-constexpr int kGraphs = 300;
+const int kGraphs = st::sweepCount(300);
 
 st::RandomGraphOptions primitiveGraphs() {
   st::RandomGraphOptions o;
@@ -86,7 +87,7 @@ TEST(PlanSearch, BeamIsNearTheExhaustiveOptimum) {
 
 TEST(PlanSearch, PlansRunKernelByKernelToTheUnfusedAnswer) {
   const HardwareProfile hw = *findProfile("sm_90");
-  for (uint64_t seed = 1; seed <= kGraphs; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kGraphs); ++seed) {
     ir::Graph g = st::randomGraph(seed, primitiveGraphs());
     ir::Bindings b = st::randomBindings(g, seed);
     std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, seed);
@@ -149,7 +150,7 @@ graph g(x0: f32[6], x1: f32[6]) {
 
 TEST(PlanSearch, StitchNeverCostsMoreThanBasicOrOff) {
   const HardwareProfile hw = *findProfile("sm_90");
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(st::sweepCount(100)); ++seed) {
     ir::Graph g = st::randomGraph(seed, primitiveGraphs());
     ir::Bindings b = st::randomBindings(g, seed);
     PlannerOptions basic, off;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "codegen/gpu/cstyle_emitter.h"
+#include "common/sweep.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
@@ -151,13 +152,15 @@ TEST_P(GpuCodegen, RandomGraphsCompileWithoutSpills) {
   rt::gpu::DeviceCompiler* c = compilerFor(t);
   if (!c) GTEST_SKIP() << "no compiler for " << t.arch;
   std::vector<gputest::NamedGraph> graphs;
-  for (uint64_t seed = 1; seed <= 200; ++seed) graphs.push_back(gputest::randomNamedGraph(seed));
+  const int count = stitch::testing::sweepCount(200);
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(count); ++seed)
+    graphs.push_back(gputest::randomNamedGraph(seed));
   auto jobs = jobsFor(graphs, t, {fusion::Mode::Stitch});
   Totals totals;
   compileAll(jobs, t, *c, /*aligned=*/true, totals);
-  report("200 random graphs", t, totals);
+  report((std::to_string(count) + " random graphs").c_str(), t, totals);
   EXPECT_EQ(totals.failures, 0);
-  EXPECT_GE(totals.kernels, 200);
+  EXPECT_GE(totals.kernels, count);
 }
 
 // Long rows and columns (wide sums), products, empty extents (phases of no units).

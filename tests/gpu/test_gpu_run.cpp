@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 
+#include "common/sweep.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
@@ -174,7 +175,7 @@ TEST(CudaBackend, EveryExampleMatchesTheReference) {
 TEST(CudaBackend, RandomGraphsMatchTheReference) {
   REQUIRE_CUDA(gpu);
   Totals totals;
-  for (uint64_t seed = 1; seed <= 500; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(stitch::testing::sweepCount(500)); ++seed) {
     gputest::NamedGraph ng = gputest::randomNamedGraph(seed);
     fusion::Mode mode = seed % 5 == 0 ? fusion::Mode::Off : fusion::Mode::Stitch;
     RunOptions o{seed % 7 != 0, seed % 3 != 0};

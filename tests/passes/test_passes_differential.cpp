@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/sweep.h"
 #include "pass_helpers.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
@@ -143,13 +144,17 @@ int randomMismatches(uint64_t first, int count, bool symbolic) {
   return mismatches;
 }
 
-TEST(PassesOnRandomGraphs, StaticShapes) { EXPECT_EQ(randomMismatches(0, 250, false), 0); }
+TEST(PassesOnRandomGraphs, StaticShapes) {
+  EXPECT_EQ(randomMismatches(0, stitch::testing::sweepCount(250), false), 0);
+}
 
-TEST(PassesOnRandomGraphs, SymbolicShapes) { EXPECT_EQ(randomMismatches(10000, 150, true), 0); }
+TEST(PassesOnRandomGraphs, SymbolicShapes) {
+  EXPECT_EQ(randomMismatches(10000, stitch::testing::sweepCount(150), true), 0);
+}
 
 TEST(PassesOnRandomGraphs, LargerGraphs) {
   int mismatches = 0;
-  for (uint64_t seed = 20000; seed < 20050; ++seed) {
+  for (uint64_t seed = 20000; seed < 20000u + stitch::testing::sweepCount(50); ++seed) {
     stitch::testing::RandomGraphOptions o;
     o.minOps = 15;
     o.maxOps = 30;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/sweep.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "testing/random_graph.h"
@@ -35,7 +36,7 @@ TEST(RandomGraph, SameSeedSameGraph) {
 }
 
 TEST(RandomGraph, VerifiesAndRoundTrips) {
-  for (uint64_t seed = 0; seed < 300; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(sweepCount(300)); ++seed) {
     RandomGraphOptions o;
     o.symbolic = seed % 3 == 0;
     o.composites = seed % 5 != 0;
@@ -87,7 +88,7 @@ TEST(RandomGraph, CoversEveryOpAndReductionKind) {
   std::map<std::string, int> reductions;
   std::set<ir::DType> dtypes;
   int symbolic = 0, multiOutput = 0, multiUse = 0;
-  for (uint64_t seed = 0; seed < 500; ++seed) {
+  for (uint64_t seed = 0; seed < 500; ++seed) {  // a coverage count: never shrunk
     RandomGraphOptions o;
     o.symbolic = seed % 2 == 0;
     ir::Graph g = randomGraph(seed, o);
@@ -133,7 +134,7 @@ TEST(ReferenceCheck, CompareOutputsFindsDifferences) {
 
 TEST(RandomGraph, ReferenceEvaluatesEveryGraph) {
   int finiteOutputs = 0, outputs = 0;
-  for (uint64_t seed = 0; seed < 200; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(sweepCount(200)); ++seed) {
     RandomGraphOptions o;
     o.symbolic = seed % 2 == 1;
     ir::Graph g = randomGraph(seed, o);

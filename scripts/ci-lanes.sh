@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the lane_* functions are called by name, lane_$lane
+# The CI run: scripts/test.sh calls this when CI=true (as .ci/run does). Four lanes, one after
+# another, each configured, built and tested from its own preset and build directory:
+#
+#   default  the `ci` preset: everything built, every test (the long random-graph sweeps included)
+#   asan     `ci-asan`: the unit tests under AddressSanitizer + UBSan (-O1, UB fatal), with the
+#            random-graph sweeps cut to 10% (STITCH_TEST_SWEEP_PERCENT); no install or Python tests
+#   tsan     `tsan`: the thread pool, kernel cache and concurrent-run tests under ThreadSanitizer
+#   fuzz     `fuzz`: each libFuzzer target for STITCH_CI_FUZZ_SECONDS (default 60) over its seed
+#            corpus, replaying tests/fuzz/regressions/
+#
+# STITCH_CI_LANES picks lanes (default: "default asan tsan fuzz"). Every lane runs even when an
+# earlier one failed; the script prints each lane's time and fails if any lane failed. Extra
+# arguments go to the default lane's ctest.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+run() { echo "+ $*"; "$@"; }
+
+lane_default() {
+  run cmake --preset ci && run cmake --build --preset ci && run ctest --preset ci "$@"
+}
+lane_asan() {
+  run cmake --preset ci-asan && run cmake --build --preset ci-asan && run ctest --preset ci-asan
+}
+lane_tsan() {
+  run cmake --preset tsan && run cmake --build --preset tsan && run ctest --preset tsan
+}
+lane_fuzz() {
+  run cmake --preset fuzz -DSTITCH_FUZZ_SECONDS="${STITCH_CI_FUZZ_SECONDS:-60}" &&
+    run cmake --build --preset fuzz && run ctest --preset fuzz
+}
+
+run ./scripts/setup.sh || exit 1
+summary=()
+failed=0
+for lane in ${STITCH_CI_LANES:-default asan tsan fuzz}; do
+  if ! declare -F "lane_$lane" >/dev/null; then
+    echo "ci-lanes: unknown lane '$lane' (default, asan, tsan, fuzz)" >&2
+    exit 2
+  fi
+  echo "=== lane $lane ==="
+  start=$SECONDS
+  if [[ $lane == default ]]; then "lane_$lane" "$@"; else "lane_$lane"; fi
+  status=$?
+  summary+=("lane $lane: $([[ $status -eq 0 ]] && echo ok || echo FAILED) in $((SECONDS - start)) s")
+  [[ $status -eq 0 ]] || failed=1
+done
+echo "=== summary ==="
+printf '%s\n' "${summary[@]}"
+exit $failed
