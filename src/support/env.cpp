@@ -30,7 +30,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_HIP_LIBRARY", "the path of libamdhip64"},
 };
 
-constexpr std::string_view kHarnessPrefixes[] = {"STITCH_TEST_", "STITCH_BENCH_"};
+constexpr std::string_view kHarnessPrefixes[] = {"STITCH_TEST_", "STITCH_BENCH_", "STITCH_CI_"};
 
 constexpr std::string_view kTrue[] = {"1", "true", "yes", "on"};
 constexpr std::string_view kFalse[] = {"0", "false", "no", "off"};

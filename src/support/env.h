@@ -5,8 +5,8 @@
 // (kVariables in env.cpp, listed in the README) names every variable Stitch reads. A STITCH_*
 // variable that is not in the table is most likely a typo (STITCH_BACKNED=cuda): the first read
 // of any toggle warns once per process, naming the unknown variables and the known ones. The
-// prefixes STITCH_TEST_ and STITCH_BENCH_ belong to the project's own test and benchmark
-// harnesses and are not reported.
+// prefixes STITCH_TEST_, STITCH_BENCH_ and STITCH_CI_ belong to the project's own test,
+// benchmark and CI harnesses and are not reported.
 //
 // Booleans (STITCH_CACHE, STITCH_DISABLE, ...) share one parser: 1/true/yes/on and
 // 0/false/no/off, case-insensitive; anything else is an error listing them. The Python package
