@@ -8,19 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "api/api_test_helpers.h"
+
 namespace {
 
-std::string lastError() { return stitch_last_error(); }
-
-DLTensor f32Tensor(float* data, int64_t* shape, int ndim) {
-  DLTensor t{};
-  t.data = data;
-  t.device = {kDLCPU, 0};
-  t.ndim = ndim;
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
-  return t;
-}
+using stitch::apitest::f32Tensor;
+using stitch::apitest::lastError;
 
 stitch_engine_t makeEngine(const char* backend) {
   const char* k[] = {"backend"};

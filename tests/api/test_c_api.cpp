@@ -11,19 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "api/api_test_helpers.h"
+
 namespace {
 
-std::string lastError() { return stitch_last_error(); }
-
-DLTensor f32Tensor(float* data, int64_t* shape, int ndim) {
-  DLTensor t{};
-  t.data = data;
-  t.device = {kDLCPU, 0};
-  t.ndim = ndim;
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
-  return t;
-}
+using stitch::apitest::f32Tensor;
+using stitch::apitest::lastError;
 
 constexpr const char* kSoftmax = R"(
 graph sm(x: f32[N, 4]) {

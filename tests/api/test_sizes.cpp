@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "api/api_test_helpers.h"
+
 namespace {
 
-std::string lastError() { return stitch_last_error(); }
+using stitch::apitest::f32Tensor;
+using stitch::apitest::lastError;
 
 struct Handles {
   stitch_graph_t graph = nullptr;
@@ -34,16 +37,6 @@ bool compile(Handles& h, const char* text, const char* backend) {
   EXPECT_EQ(s, STITCH_OK) << lastError();
   EXPECT_EQ(stitch_program_compile(h.engine, h.graph, &h.program), STITCH_OK) << lastError();
   return h.program != nullptr;
-}
-
-DLTensor f32Tensor(void* data, int64_t* shape, int ndim) {
-  DLTensor t{};
-  t.data = data;
-  t.device = {kDLCPU, 0};
-  t.ndim = ndim;
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
-  return t;
 }
 
 TEST(CApiSizes, DLTensorWhoseSizeOverflowsIsRejected) {
