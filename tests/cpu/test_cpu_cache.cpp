@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/example_graphs.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
@@ -248,20 +249,6 @@ TEST(HostKernelCache, TheTargetNamesEveryFeature) {
   EXPECT_TRUE(t.features.starts_with("+") || t.features.starts_with("-")) << t.features;
 }
 
-std::vector<std::pair<std::string, ir::Graph>> exampleGraphs() {
-  std::vector<std::pair<std::string, ir::Graph>> out;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
-    if (e.path().extension() != ".stitch") continue;
-    std::ifstream f(e.path());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    for (ir::Graph& g : ir::parseModule(ss.str(), e.path().filename().string()))
-      out.emplace_back(e.path().filename().string() + ":" + g.name(), std::move(g));
-  }
-  return out;
-}
-
 // Every example and 300 random graphs (each with a reduction also with another reduction kind),
 // one after another through one compiler on one shared directory, then again through a fresh
 // compiler (a new process) that must take every kernel from the directory: every output matches the
@@ -274,7 +261,7 @@ TEST(HostKernelCache, ExamplesAndRandomGraphsShareOneDirectory) {
     uint64_t seed;
   };
   std::vector<Case> cases;
-  for (auto& [name, g] : exampleGraphs()) {
+  for (auto& [name, g] : stitch::testdata::exampleGraphs()) {
     ir::Bindings b;
     for (const std::string& s : g.symbols()) b[s] = 5;
     cases.push_back({name, std::move(g), std::move(b), 7});

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "codegen/llvm/llvm_emitter.h"
+#include "common/example_graphs.h"
 #include "common/sweep.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
@@ -166,20 +167,6 @@ void report(const char* what, const Totals& t) {
             << " ms\n";
 }
 
-std::vector<std::pair<std::string, ir::Graph>> examples() {
-  std::vector<std::pair<std::string, ir::Graph>> out;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::string(STITCH_SOURCE_DIR) + "/examples")) {
-    if (e.path().extension() != ".stitch") continue;
-    std::ifstream f(e.path());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    for (ir::Graph& g : ir::parseModule(ss.str(), e.path().filename().string()))
-      out.emplace_back(e.path().filename().string(), std::move(g));
-  }
-  return out;
-}
-
 ir::Bindings fives(const ir::Graph& g) {
   ir::Bindings b;
   for (const std::string& s : g.symbols()) b[s] = 5;
@@ -188,7 +175,7 @@ ir::Bindings fives(const ir::Graph& g) {
 
 void checkExamples(int level, const char* what) {
   Totals t;
-  auto all = examples();
+  auto all = stitch::testdata::exampleGraphs();
   ASSERT_FALSE(all.empty());
   for (const auto& [file, g] : all)
     for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
@@ -354,7 +341,7 @@ TEST(CpuLowering, LongRowsAreSplitAndMatchTheReference) {
 
 // Kernels compiled from several threads at once on one JIT, then run.
 TEST(CpuCodegen, ConcurrentCompiles) {
-  auto all = examples();
+  auto all = stitch::testdata::exampleGraphs();
   std::vector<std::string> failures(4);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < failures.size(); ++t)
