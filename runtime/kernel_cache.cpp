@@ -15,7 +15,7 @@
 #include <system_error>
 #include <thread>
 
-#include "lower/serialize.h"
+#include "support/canonical.h"
 #include "support/env.h"
 
 namespace stitch::rt {
@@ -44,8 +44,8 @@ CacheKey& CacheKey::add(std::string name, std::string bytes) {
 }
 
 std::string CacheKey::canonical() const {
-  // The same encoding as kernel programs (lower/serialize.h): lengths as 8 bytes little-endian.
-  lower::CanonicalWriter w;
+  // The same encoding as kernel programs (support/canonical.h): lengths as 8 bytes little-endian.
+  CanonicalWriter w;
   w.string(kCanonicalKeyFormat);
   w.length(parts.size());
   for (const Part& p : parts) {

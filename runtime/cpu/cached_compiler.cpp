@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include "codegen/llvm/llvm_emitter.h"
-#include "lower/serialize.h"
 #include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/orc_jit.h"
 #include "support/error.h"
@@ -28,24 +26,6 @@ struct LoadedCode {
 };
 
 }  // namespace
-
-CacheKey hostKernelKey(const lower::KernelProgram& p, const HostTarget& target,
-                       const HostCompileOptions& options) {
-  // Unpacked with structured bindings, like the program (lower/serialize.h): a field added to
-  // either struct does not compile until it is part of the key.
-  const auto& [triple, cpu, features, llvmVersion] = target;
-  const auto& [optLevel, vectorMath] = options;
-  CacheKey key;
-  key.add("backend", "cpu")
-      .add("program", lower::serializeProgram(p))
-      .add("triple", triple)
-      .add("cpu", cpu)
-      .add("features", features)
-      .add("llvm-version", llvmVersion)
-      .add("opt-level", lower::canonicalBytes(optLevel))
-      .add("vector-math", lower::canonicalBytes(vectorMath));
-  return key;
-}
 
 HostTarget hostTargetOf(const OrcJit& jit) {
   // The JIT's target machine is made by JITTargetMachineBuilder::detectHost from these same
@@ -76,8 +56,10 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   auto jit = OrcJit::Create(3);
   if (!jit) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(jit.takeError()));
   jit_ = std::move(*jit);
-  target_ = hostTargetOf(*jit_);
-  options_ = hostOptionsOf(*jit_);
+  target_.kind = BackendKind::Cpu;
+  target_.arch = "host";
+  target_.host = hostTargetOf(*jit_);
+  target_.hostOptions = hostOptionsOf(*jit_);
   cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk));
 }
 
@@ -86,39 +68,28 @@ HostCompiler::~HostCompiler() = default;
 
 CacheStats HostCompiler::stats() const { return cache_->stats(); }
 
-std::shared_ptr<const KernelPhases> HostCompiler::compile(const ir::Graph& g,
-                                                          const fusion::Kernel& k,
-                                                          const ir::Bindings& b) {
-  const lower::KernelProgram program = lower::lowerKernel(g, k, b);
-  const CacheKey key = hostKernelKey(program, target_, options_);
-  // Symbols are a function of the key, so an object from the disk defines the names this process
-  // looks up.
-  const std::string prefix = fmt::format("stitch_{:016x}", key.hash());
+std::shared_ptr<const KernelPhases> HostCompiler::compile(const KernelArtifact& a) {
+  const KernelCode& code = a.forms.at(0);
+  const CacheKey& key = code.key;
+  const std::string name = fmt::format("stitch_{:016x}", key.hash());
 
   auto compileObject = [&]() -> std::vector<uint8_t> {
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    auto m = std::make_unique<llvm::Module>(prefix, *ctx);
-    m->setDataLayout(jit_->dataLayout());
-    m->setTargetTriple(jit_->triple().str());
-    std::vector<std::string> names = codegen::emitProgram(program, prefix, *m);
-    auto obj = jit_->compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)),
-                                     names.at(0));
+    auto obj = jit_->compileToObject(parseModule(code, name, *jit_), code.phases.at(0).symbol);
     if (!obj) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(obj.takeError()));
-    log().debug("compiled host kernel {} ({} phases, {} bytes of object code)", prefix,
-                program.phases.size(), obj->size());
+    log().debug("compiled host kernel {} ({} phases, {} bytes of object code)", name,
+                code.phases.size(), obj->size());
     return std::vector<uint8_t>(obj->begin(), obj->end());
   };
   auto load = [&](const std::vector<uint8_t>& bytes) -> std::shared_ptr<KernelPhases> {
     const std::string canon = key.canonical();
     std::lock_guard<std::mutex> lock(liveMu_);
     if (auto existing = live_[canon].lock()) return existing;
-    auto tracker = jit_->loadObject(std::vector<char>(bytes.begin(), bytes.end()), prefix);
+    auto tracker = jit_->loadObject(std::vector<char>(bytes.begin(), bytes.end()), name);
     if (!tracker) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(tracker.takeError()));
     std::shared_ptr<const void> owner(new LoadedCode{jit_.get(), *tracker});
     auto phases = std::make_shared<KernelPhases>();
-    // emitProgram names phase i PREFIX_i (llvm_emitter.h).
-    for (size_t ph = 0; ph < program.phases.size(); ++ph)
-      phases->push_back(compiledPhase(program, ph, *jit_, fmt::format("{}_{}", prefix, ph), owner));
+    for (size_t ph = 0; ph < code.phases.size(); ++ph)
+      phases->push_back(compiledPhase(a, ph, *jit_, code.phases[ph].symbol, owner));
     live_[canon] = phases;
     if (live_.size() >= liveSweepAt_) {
       std::erase_if(live_, [](const auto& e) { return e.second.expired(); });

@@ -1,16 +1,13 @@
 // Host kernels through the kernel cache (runtime/kernel_cache.h).
 //
-// The key of a kernel (hostKernelKey, a pure function) is the canonical serialization of its
-// kernel program (lower/serialize.h: every field, lowering is cheap and deterministic), the host
-// target attribute by attribute (triple, CPU name, the full sorted feature string, LLVM version),
-// the compile options (optimization level, whether libmvec may be called) and the library
-// version. A memory hit returns the loaded kernel; a disk hit loads object code with ORC (no LLVM
-// optimization or code generation); a miss emits LLVM IR, compiles it to an object, stores the
-// object, and loads it. The loaded kernel binds the program's graph values (Param::value) to its
-// buffers, so those are part of the key too: they are program fields like any other.
+// The key of a kernel comes with its artifact (the driver builds it: driver/keys.h, from the
+// kernel program's canonical serialization, this compiler's HostTarget and HostCompileOptions,
+// and the library version). A memory hit returns the loaded kernel; a disk hit loads object code
+// with ORC (no LLVM optimization or code generation); a miss parses the artifact's LLVM IR,
+// compiles it to an object, stores the object, and loads it.
 //
 // One JIT holds at most one loaded copy of each kernel: the symbols in an object are fixed when
-// it is compiled ("stitch_<key hash>_<phase>"), so loading the same object twice into one JIT
+// it is emitted ("stitch_<key hash>_<phase>"), so loading the same object twice into one JIT
 // would define them twice. A registry of live kernels (weak references, keyed by the full
 // canonical key, never by its hash) is consulted before any load. Two different keys with one
 // hash in one JIT would make the second load fail with a duplicate-symbol error: a Compile
@@ -23,11 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "fusion/plan.h"
-#include "ir/graph.h"
-#include "lower/kernel_program.h"
+#include "runtime/artifact.h"
 #include "runtime/cpu/cpu_kernel.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/target.h"
 
 namespace stitch::rt::cpu {
 
@@ -35,25 +31,6 @@ namespace stitch::rt::cpu {
 using KernelPhases = std::vector<CompiledKernel>;
 
 class OrcJit;
-
-// The machine host code is generated for: every attribute the object code depends on.
-struct HostTarget {
-  std::string triple;       // "x86_64-unknown-linux-gnu"
-  std::string cpu;          // "znver3"
-  std::string features;     // every feature LLVM reports for the host, "+avx2,-avx512f,...", sorted
-  std::string llvmVersion;  // another LLVM may generate other code for the same IR
-};
-
-// How host code is compiled.
-struct HostCompileOptions {
-  int optLevel = 3;
-  bool vectorMath = false;  // the vectorizer may call glibc's libmvec
-};
-
-// The cache key of program p compiled for target with options. Pure: no JIT, no environment, so
-// it is testable anywhere; HostCompiler uses exactly this.
-CacheKey hostKernelKey(const lower::KernelProgram& p, const HostTarget& target,
-                       const HostCompileOptions& options);
 
 // The target and options of a JIT.
 HostTarget hostTargetOf(const OrcJit& jit);
@@ -73,18 +50,17 @@ class HostCompiler {
   HostCompiler(const HostCompiler&) = delete;
   HostCompiler& operator=(const HostCompiler&) = delete;
 
-  // The compiled phases of kernel k of g under bindings b, through the cache.
-  std::shared_ptr<const KernelPhases> compile(const ir::Graph& g, const fusion::Kernel& k,
-                                              const ir::Bindings& b);
+  // The compiled phases of kernel `a` (its first form), through the cache.
+  std::shared_ptr<const KernelPhases> compile(const KernelArtifact& a);
   CacheStats stats() const;
-  const HostTarget& target() const { return target_; }
-  const HostCompileOptions& options() const { return options_; }
+  // What the driver generates code for: this JIT's machine and options.
+  const Target& target() const { return target_; }
+  OrcJit& jit() { return *jit_; }
 
  private:
   std::unique_ptr<OrcJit> jit_;
   std::unique_ptr<KernelCache<KernelPhases>> cache_;
-  HostTarget target_;
-  HostCompileOptions options_;
+  Target target_;
   // Live kernels of this JIT by canonical key (see the note above); expired entries are swept
   // when the map has doubled since the last sweep.
   std::mutex liveMu_;

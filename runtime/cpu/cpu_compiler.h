@@ -1,47 +1,53 @@
-// The host compiler: a planned kernel -> kernel program -> LLVM IR -> machine code.
+// The host compiler: LLVM IR text from the compile driver -> machine code in the JIT.
 //
-// compileKernel lowers kernel k (src/lower), emits one LLVM function per phase of its program
-// (src/codegen/llvm) into one module, and JIT-compiles it with `jit`. A kernel whose plan needs
-// a grid-wide barrier (a global-scheme edge: a second-level reduction) comes back as several
-// phases, each a CompiledKernel run after the previous one, exchanging values through arena
-// scratch slots (KernelBuffer::scratch); independent horizontally packed parts also come back as
-// separate phases. The kernels keep their code alive through `owner` (which evicts it from the
-// JIT when the last one is dropped), so the jit must outlive them.
+// The driver (src/driver) emits each kernel as LLVM IR text, one function per phase named by its
+// artifact's entry points. parseModule() reads it back for the JIT's target; compiledPhase()
+// wraps a JIT-ed entry as a CompiledKernel over the phase's buffers. A kernel whose plan needs a
+// grid-wide barrier (a global-scheme edge: a second-level reduction) comes as several phases,
+// each a CompiledKernel run after the previous one, exchanging values through arena scratch
+// slots (KernelBuffer::scratch); independent horizontally packed parts also come as separate
+// phases. The kernels keep their code alive through `owner` (which evicts it from the JIT when
+// the last one is dropped), so the jit must outlive them.
+//
+// compileArtifacts() compiles several kernels as one module (one optimizer and code generator
+// run: much less per-kernel overhead for many small kernels), bypassing the kernel cache: the
+// sweeps of tests and benchmarks use it.
 //
 // Safe to call from several threads at once on one jit.
 #pragma once
 
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+
+#include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
-#include "fusion/plan.h"
-#include "ir/graph.h"
-#include "lower/kernel_program.h"
+#include "runtime/artifact.h"
 #include "runtime/cpu/cpu_kernel.h"
 #include "runtime/cpu/orc_jit.h"
 
 namespace stitch::rt::cpu {
 
 struct CompileStats {
-  double lowerMs = 0;  // kernel program
-  double emitMs = 0;   // LLVM IR
+  double parseMs = 0;  // LLVM IR text -> module
   double jitMs = 0;    // optimization and code generation
   int kernels = 0;
   int phases = 0;
 };
 
-// Phase `phase` of program p, JIT-compiled as `symbol`, as a CompiledKernel keeping `owner`.
-CompiledKernel compiledPhase(const lower::KernelProgram& p, size_t phase, OrcJit& jit,
+// The LLVM IR of form `code` as a module named `name` for jit's target (Compile error with
+// LLVM's diagnostic when the text does not parse).
+llvm::orc::ThreadSafeModule parseModule(const KernelCode& code, const std::string& name,
+                                        const OrcJit& jit);
+
+// Phase `phase` of kernel `a`, JIT-compiled as `symbol`, as a CompiledKernel keeping `owner`.
+CompiledKernel compiledPhase(const KernelArtifact& a, size_t phase, OrcJit& jit,
                              const std::string& symbol, std::shared_ptr<const void> owner);
 
-std::vector<CompiledKernel> compileKernel(const ir::Graph& g, const fusion::Kernel& k,
-                                          const ir::Bindings& b, OrcJit& jit,
-                                          CompileStats* stats = nullptr);
-
-// Several kernels of one graph in one module (one optimizer and code generator run: much less
-// per-kernel overhead for many small kernels); result i is kernel i's phases.
-std::vector<std::vector<CompiledKernel>> compileKernels(const ir::Graph& g,
-                                                        const std::vector<fusion::Kernel>& ks,
-                                                        const ir::Bindings& b, OrcJit& jit,
-                                                        CompileStats* stats = nullptr);
+// Kernels compiled as one module; result i is kernel i's phases (their first form's code).
+std::vector<std::vector<CompiledKernel>> compileArtifacts(std::span<const KernelArtifact> kernels,
+                                                          OrcJit& jit,
+                                                          CompileStats* stats = nullptr);
 
 }  // namespace stitch::rt::cpu

@@ -12,19 +12,13 @@
 #include <memory>
 #include <vector>
 
-#include "ir/dtype.h"
+#include "runtime/artifact.h"
 
 namespace stitch::rt::cpu {
 
 using KernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
-// One buffer a kernel reads or writes: a graph value (node id) or an arena scratch slot.
-struct KernelBuffer {
-  int value = -1;    // node id in the planned graph; -1 for scratch
-  int scratch = -1;  // scratch slot index when value == -1
-  ir::DType dtype = ir::DType::F32;
-  int64_t elements = 0;
-};
+using KernelBuffer = rt::KernelBuffer;  // runtime/artifact.h
 
 struct CompiledKernel {
   KernelFn fn = nullptr;

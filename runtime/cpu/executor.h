@@ -1,11 +1,7 @@
 // The CPU executor: runs a program's CompiledKernels in order, intermediates in an arena.
 //
-// Design. Before the first run of an input signature, assignSlots() plans the arena: every value
-// the kernels touch that is not in the caller's memory (graph inputs and outputs are) and every
-// kernel scratch index gets a slot, and a slot is handed to a later value once the last kernel
-// touching its current value has run (liveness over the kernel sequence; best fit among free
-// slots). Two values share a slot only if no kernel lies in both of their live ranges, so a
-// kernel never reads and writes the same slot through two buffers.
+// Design. Before the first run of an input signature, assignSlots() plans the arena with the
+// backend-neutral slot planner (runtime/slots.h), each phase a step.
 //
 // A run: bind the caller's tensors into a ValueBuffers (kept with the arena lease and reused, so
 // nothing is allocated), then runKernels() prepares the arena for the slot sizes, points the
@@ -20,21 +16,12 @@
 #include "runtime/cpu/arena.h"
 #include "runtime/cpu/cpu_kernel.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/slots.h"
 
 namespace stitch::rt::cpu {
 
-// Where a program's intermediates live: slot sizes for the arena, and the slot of each value.
-struct SlotPlan {
-  std::vector<int64_t> slotBytes;  // bytes per arena slot
-  std::vector<int> valueSlot;      // by node id: the arena slot, or -1 (caller's memory, unused)
-  std::vector<int> scratchSlot;    // by kernel scratch index: the arena slot, or -1 (unused)
-  int64_t totalBytes() const;
-};
-
-// Plans the arena for `kernels` (in run order). `external` lists the values that live in the
-// caller's memory (graph inputs and outputs); every other value a kernel reads must be written
-// by an earlier kernel (else Internal: the kernel sequence is malformed). Sizes are
-// elements * dtype bytes, the largest seen for a value.
+// The arena plan (runtime/slots.h) over `kernels` as steps, in run order.
+using SlotPlan = rt::SlotPlan;
 SlotPlan assignSlots(std::span<const CompiledKernel> kernels, std::span<const int> external);
 
 // The data pointer of each value (by node id) and each scratch index for one run.

@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/artifact.h"
+
 namespace stitch::rt::gpu {
 
 struct DeviceBinary {
@@ -44,10 +46,7 @@ struct DeviceBinary {
 };
 
 // A header the source includes by name, e.g. {"stitch/reduce.cuh", "..."}.
-struct DeviceHeader {
-  std::string name;
-  std::string text;
-};
+using DeviceHeader = rt::SourceHeader;
 
 class DeviceCompiler {
  public:

@@ -14,16 +14,17 @@ constexpr size_t kSlotAlignment = 256;  // cudaMalloc's alignment; any vector ac
 size_t alignUp(size_t x) { return (x + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment; }
 }  // namespace
 
-cpu::SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
-                           std::span<const int> external) {
-  std::vector<cpu::CompiledKernel> stubs;
-  for (const auto& k : kernels) {
-    cpu::CompiledKernel c;
-    for (size_t i = 0; i < k->params.size(); ++i)
-      (k->written[i] ? c.outputs : c.inputs).push_back(k->params[i]);
-    stubs.push_back(std::move(c));
+SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                      std::span<const int> external) {
+  std::vector<std::vector<KernelBuffer>> reads(kernels.size()), writes(kernels.size());
+  std::vector<SlotStep> steps;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const GpuKernel& g = *kernels[k];
+    for (size_t i = 0; i < g.params.size(); ++i)
+      (g.written[i] ? writes[k] : reads[k]).push_back(g.params[i]);
+    steps.push_back({reads[k], writes[k]});
   }
-  return cpu::assignSlots(stubs, external);
+  return planSlots(steps, external);
 }
 
 GpuArenas::~GpuArenas() {
@@ -38,7 +39,7 @@ GpuArenas::~GpuArenas() {
   }
 }
 
-GpuArenas::Arena& GpuArenas::forStream(void* stream, const cpu::SlotPlan& plan, int barriers) {
+GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int barriers) {
   std::lock_guard<std::mutex> lock(mu_);
   Arena& a = arenas_[stream];
   std::vector<size_t> offsets;
@@ -79,8 +80,8 @@ GpuArenas::Arena& GpuArenas::forStream(void* stream, const cpu::SlotPlan& plan, 
 }
 
 void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKernel>> kernels,
-                   const cpu::SlotPlan& plan, std::vector<void*>& values,
-                   const GpuArenas::Arena& arena, void* stream, bool cooperative) {
+                   const SlotPlan& plan, std::vector<void*>& values, const GpuArenas::Arena& arena,
+                   void* stream, bool cooperative) {
   char* base = static_cast<char*>(arena.base);
   for (size_t id = 0; id < plan.valueSlot.size(); ++id) {
     int s = plan.valueSlot[id];
@@ -100,7 +101,7 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
   uint32_t* barrier = reinterpret_cast<uint32_t*>(base + arena.barrierOffset);
   for (const auto& k : kernels) {
     pointers.clear();
-    for (const cpu::KernelBuffer& b : k->params) {
+    for (const KernelBuffer& b : k->params) {
       void* p = b.value >= 0 ? (static_cast<size_t>(b.value) < values.size()
                                     ? values[static_cast<size_t>(b.value)]
                                     : nullptr)
@@ -114,7 +115,8 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     args.clear();
     for (void*& p : pointers) args.push_back(&p);
     if (coop) {
-      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.block, 0, stream, args.data());
+      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.cooperativeBlock, 0, stream,
+                               args.data());
       barrier += 2;
       continue;
     }

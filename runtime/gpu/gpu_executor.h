@@ -1,7 +1,8 @@
 // The GPU executor: runs a program's kernels in order on the caller's stream.
 //
-// Design. Planning is the CPU executor's (cpu::assignSlots over each kernel's read and written
-// parameters): intermediates and kernel scratch get slots of a device arena by liveness. GPU runs
+// Design. Slots are planned by the backend-neutral planner (runtime/slots.h), each kernel a step
+// (its phases may run as one cooperative launch): intermediates and kernel scratch get slots of
+// a device arena by liveness. GPU runs
 // are asynchronous, so an arena cannot be handed back when run() returns, as the host does: the
 // kernels may still be reading it. Instead each stream gets its own arena (runs on one stream are
 // ordered, so they can share one; runs on two streams never do). An arena is one device
@@ -21,14 +22,14 @@
 #include <span>
 #include <vector>
 
-#include "runtime/cpu/executor.h"
 #include "runtime/gpu/gpu_kernels.h"
+#include "runtime/slots.h"
 
 namespace stitch::rt::gpu {
 
 // The slot plan of `kernels` (in run order); `external` values live in the caller's memory.
-cpu::SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
-                           std::span<const int> external);
+SlotPlan planGpuSlots(std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                      std::span<const int> external);
 
 class GpuArenas {
  public:
@@ -44,7 +45,7 @@ class GpuArenas {
     size_t barrierOffset = 0;     // 2 u32 per cooperative kernel, zeroed
   };
   // The arena of `stream`, laid out for `plan` with `barriers` barrier pairs.
-  Arena& forStream(void* stream, const cpu::SlotPlan& plan, int barriers);
+  Arena& forStream(void* stream, const SlotPlan& plan, int barriers);
 
  private:
   Device& device_;
@@ -56,7 +57,7 @@ class GpuArenas {
 // node id); intermediates and scratch come from `arena`. `cooperative`: use cooperative entries
 // when present (tests turn it off to check the per-phase path).
 void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKernel>> kernels,
-                   const cpu::SlotPlan& plan, std::vector<void*>& values,
-                   const GpuArenas::Arena& arena, void* stream, bool cooperative = true);
+                   const SlotPlan& plan, std::vector<void*>& values, const GpuArenas::Arena& arena,
+                   void* stream, bool cooperative = true);
 
 }  // namespace stitch::rt::gpu

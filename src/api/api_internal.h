@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "driver/driver.h"
 #include "fusion/plan.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
@@ -45,7 +46,7 @@ inline ir::DType toDType(stitch_dtype_t t) { return toDType(enumValue(t)); }
 // The resolved configuration of an engine. Immutable once made, so engines and the programs that
 // share it are safe to use from several threads.
 struct EngineConfig {
-  rt::Backend backend = rt::Backend::Reference;
+  rt::Backend* backend = nullptr;  // process-wide (runtime/backend.h): never null once made
   fusion::Mode fusion = fusion::Mode::Stitch;
   bool dumpPlan = false;      // STITCH_DUMP contains "plan"
   bool dumpSource = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
@@ -66,15 +67,16 @@ std::vector<std::pair<std::string, std::string>> readOptions(
 ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const int64_t* sizes,
                          size_t n);
 
-// A graph planned without running, as a program would plan it: verified, through the passes,
-// planned for `profile` in `mode` under the given symbol sizes.
+// A graph planned (Stage::Plan) or emitted (Stage::Emit) without running, as a program would
+// build it: verified, through the passes, through the driver for `target` in `mode` under the
+// given symbol sizes.
 struct PlannedGraph {
   ir::Graph optimized;
-  ir::Bindings bindings;
-  fusion::Plan plan;
+  driver::Build build;
 };
-PlannedGraph planForSizes(const ir::Graph& g, const std::string& profile, fusion::Mode mode,
-                          const char* const* symbols, const int64_t* sizes, size_t n);
+PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target, fusion::Mode mode,
+                           const char* const* symbols, const int64_t* sizes, size_t n,
+                           driver::Stage stage);
 
 }  // namespace stitch::api
 

@@ -9,7 +9,6 @@
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/signature.h"
-#include "passes/pipeline.h"
 #include "support/env.h"
 #include "support/logging.h"
 
@@ -60,24 +59,18 @@ ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const i
   return bindings;
 }
 
-PlannedGraph planForSizes(const ir::Graph& g, const std::string& profileName, fusion::Mode mode,
-                          const char* const* symbols, const int64_t* sizes, size_t n) {
+PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target, fusion::Mode mode,
+                           const char* const* symbols, const int64_t* sizes, size_t n,
+                           driver::Stage stage) {
   // Planning without an engine (stitch plan, stitch codegen) honours STITCH_LOG_LEVEL too, and
   // reports a bad value as engine creation does.
   configureLoggingFromEnv();
-  auto profile = fusion::findProfile(profileName);
-  STITCH_CHECK(profile.has_value(), ErrorCode::InvalidArgument,
-               "unknown target '{}'; valid targets: {}", profileName, fusion::profileNames());
   ir::verify(g);
   PlannedGraph p;
-  p.bindings = bindingsFor(g, symbols, sizes, n);
-  ir::checkValueSizes(g, p.bindings);  // before the planner multiplies the sizes
-  p.optimized = passes::runPasses(g);
-  fusion::PlannerOptions options;
-  options.mode = mode;
-  p.plan = fusion::planGraph(p.optimized, p.bindings, *profile, options);
-  log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", g.name(), profile->name,
-              fusion::modeName(mode), p.plan.kernels.size(), p.optimized.numOps());
+  ir::Bindings bindings = bindingsFor(g, symbols, sizes, n);
+  ir::checkValueSizes(g, bindings);  // before the planner multiplies the sizes
+  p.optimized = driver::optimize(g);
+  p.build = driver::build(p.optimized, bindings, target, driver::Options{mode}, stage);
   return p;
 }
 
@@ -118,11 +111,16 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
     STITCH_CHECK(std::find(kFormats.begin(), kFormats.end(), format) != kFormats.end(),
                  ErrorCode::InvalidArgument, "unknown plan format '{}'; valid formats: {}", format,
                  env::joinChoices(kFormats));
-    api::PlannedGraph p =
-        api::planForSizes(graph->graph(), target, mode, symbols, sizes, num_symbols);
-    std::string text = format == "json"  ? fusion::explainJson(p.optimized, p.plan)
-                       : format == "dot" ? fusion::explainDot(p.optimized, p.plan)
-                                         : fusion::explainText(p.optimized, p.plan);
+    configureLoggingFromEnv();
+    // Plans are explained for the cost model's profiles only (stitch codegen takes any sm_XY).
+    STITCH_CHECK(fusion::findProfile(target).has_value(), ErrorCode::InvalidArgument,
+                 "unknown target '{}'; valid targets: {}", target, fusion::profileNames());
+    api::PlannedGraph p = api::buildForSizes(graph->graph(), driver::namedTarget(target), mode,
+                                             symbols, sizes, num_symbols, driver::Stage::Plan);
+    const fusion::Plan& plan = p.build.plan;
+    std::string text = format == "json"  ? fusion::explainJson(p.optimized, plan)
+                       : format == "dot" ? fusion::explainDot(p.optimized, plan)
+                                         : fusion::explainText(p.optimized, plan);
     api::copyOut(text, buf, capacity, needed);
     return STITCH_OK;
   })

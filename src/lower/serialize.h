@@ -27,57 +27,20 @@
 // to a reader.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <string>
-#include <string_view>
-#include <type_traits>
-#include <vector>
 
 #include "lower/kernel_program.h"
+#include "support/canonical.h"
 
 namespace stitch::lower {
 
 // Bump when the encoding or the set of fields changes, so old keys can never equal new ones.
 inline constexpr uint32_t kProgramFormat = 1;
 
-// Appends canonical bytes (see the note above) to a string used as a byte buffer.
-class CanonicalWriter {
- public:
-  template <class T>
-  requires std::is_integral_v<T>
-  void integer(T v) {
-    using U = std::make_unsigned_t<T>;
-    auto u = static_cast<U>(v);
-    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-  }
-  void boolean(bool b) { out_.push_back(b ? '\1' : '\0'); }
-  template <class E>
-  requires std::is_enum_v<E>
-  void enumeration(E e) { integer(static_cast<std::underlying_type_t<E>>(e)); }
-  void real(double d) { integer(std::bit_cast<uint64_t>(d)); }
-  void length(size_t n) { integer(static_cast<uint64_t>(n)); }
-  void string(std::string_view s) {
-    length(s.size());
-    out_.append(s);
-  }
-
-  const std::string& bytes() const { return out_; }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-// The canonical bytes of one integer, enum or bool (key parts other than the program).
-template <class T>
-requires std::is_integral_v<T> || std::is_enum_v<T> std::string canonicalBytes(T v) {
-  CanonicalWriter w;
-  if constexpr (std::is_same_v<T, bool>) w.boolean(v);
-  else if constexpr (std::is_enum_v<T>) w.enumeration(v);
-  else w.integer(v);
-  return w.take();
-}
+// The encoding (support/canonical.h), shared with the other parts of cache keys.
+using stitch::canonicalBytes;
+using stitch::CanonicalWriter;
 
 // The canonical bytes of p (kProgramFormat first). Equal programs give equal bytes; programs
 // that differ in any field give different bytes.

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "common/example_graphs.h"
+#include "driver/driver.h"
+#include "driver/keys.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
@@ -85,11 +87,11 @@ std::vector<reference::HostTensor> runOnHost(HostCompiler& compiler, const ir::G
                                              const ir::Bindings& b,
                                              const std::vector<reference::HostTensor>& inputs) {
   ir::Graph g = passes::runPasses(original);
-  fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile("host"), {});
+  driver::Build build = driver::build(g, b, compiler.target(), {});
   std::vector<std::shared_ptr<const rt::cpu::KernelPhases>> held;
   std::vector<rt::cpu::CompiledKernel> kernels;
-  for (const fusion::Kernel& k : plan.kernels) {
-    held.push_back(compiler.compile(g, k, b));
+  for (const rt::KernelArtifact& k : build.artifact.kernels) {
+    held.push_back(compiler.compile(k));
     kernels.insert(kernels.end(), held.back()->begin(), held.back()->end());
   }
   std::vector<int> external(g.inputs().begin(), g.inputs().end());
@@ -189,17 +191,17 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
     fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), {});
     return lower::lowerKernel(g, plan.kernels.at(0), {});
   }();
-  const rt::cpu::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",
-                                   "19.1.7"};
-  const rt::cpu::HostCompileOptions options{3, true};
-  const std::string base = rt::cpu::hostKernelKey(p, target, options).canonical();
+  const rt::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",
+                              "19.1.7"};
+  const rt::HostCompileOptions options{3, true};
+  const std::string base = driver::hostKernelKey(p, target, options).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
   auto withTarget = [&](const char* what, auto change) {
-    rt::cpu::HostTarget t = target;
+    rt::HostTarget t = target;
     auto& [triple, cpu, features, llvmVersion] = t;
     change(triple, cpu, features, llvmVersion);
-    variants.emplace_back(what, rt::cpu::hostKernelKey(p, t, options).canonical());
+    variants.emplace_back(what, driver::hostKernelKey(p, t, options).canonical());
   };
   withTarget("triple", [](auto& t, auto&, auto&, auto&) { t = "aarch64-unknown-linux-gnu"; });
   withTarget("cpu", [](auto&, auto& c, auto&, auto&) { c = "skylake"; });
@@ -212,22 +214,22 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
     f = ",+fma,-avx512f";
   });
   auto withOptions = [&](const char* what, auto change) {
-    rt::cpu::HostCompileOptions o = options;
+    rt::HostCompileOptions o = options;
     auto& [optLevel, vectorMath] = o;
     change(optLevel, vectorMath);
-    variants.emplace_back(what, rt::cpu::hostKernelKey(p, target, o).canonical());
+    variants.emplace_back(what, driver::hostKernelKey(p, target, o).canonical());
   };
   withOptions("opt level", [](auto& l, auto&) { l = 1; });
   withOptions("vector math", [](auto&, auto& v) { v = !v; });
   {
-    rt::CacheKey k = rt::cpu::hostKernelKey(p, target, options);
+    rt::CacheKey k = driver::hostKernelKey(p, target, options);
     k.version = "0.0.0-other";
     variants.emplace_back("library version", k.canonical());
   }
   {
     lower::KernelProgram q = p;
     q.phases.at(0).accs.at(0).op = lower::ReduceOp::Max;
-    variants.emplace_back("reduction kind", rt::cpu::hostKernelKey(q, target, options).canonical());
+    variants.emplace_back("reduction kind", driver::hostKernelKey(q, target, options).canonical());
   }
   std::set<std::string> distinct = {base};
   for (const auto& [what, key] : variants) {
@@ -240,7 +242,7 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
 // The compiler's own target is complete: the full feature string, not a digest of it.
 TEST(HostKernelCache, TheTargetNamesEveryFeature) {
   auto compiler = memoryOnlyCompiler();
-  const rt::cpu::HostTarget& t = compiler->target();
+  const rt::HostTarget& t = compiler->target().host;
   EXPECT_FALSE(t.triple.empty());
   EXPECT_FALSE(t.cpu.empty());
   EXPECT_FALSE(t.llvmVersion.empty());

@@ -6,8 +6,9 @@
 //
 // The JIT runs at O3 (the backend's level) for the examples and one random seed in four, at O1
 // for the others: a thousand small plans all at O3 would take most of a minute in a Debug build on
-// a shared two-core machine. The kernels of one plan are compiled as one module (compileKernels)
-// for the same reason.
+// a shared two-core machine. The compile driver builds each plan's artifacts as a program's run
+// would; the kernels of one plan are then compiled as one module (compileArtifacts) for the same
+// reason.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
@@ -29,6 +30,7 @@
 #include "codegen/llvm/llvm_emitter.h"
 #include "common/example_graphs.h"
 #include "common/sweep.h"
+#include "driver/driver.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/graph.h"
@@ -37,6 +39,7 @@
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
 #include "passes/pipeline.h"
+#include "runtime/cpu/cached_compiler.h"
 #include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/orc_jit.h"
 #include "testing/random_graph.h"
@@ -62,6 +65,28 @@ rt::cpu::OrcJit& jitAt(int level) {
     j = std::move(*made);
   }
   return *j;
+}
+
+// What the driver emits for a JIT: its machine and options.
+rt::Target targetOf(const rt::cpu::OrcJit& jit) {
+  rt::Target t;
+  t.kind = rt::BackendKind::Cpu;
+  t.host = rt::cpu::hostTargetOf(jit);
+  t.hostOptions = rt::cpu::hostOptionsOf(jit);
+  return t;
+}
+
+// The driver's build of g for the host in `mode`, compiled by the JIT at `level` as one module.
+struct Compiled {
+  driver::Build build;
+  std::vector<std::vector<CompiledKernel>> kernels;
+};
+Compiled compileGraph(const ir::Graph& g, const ir::Bindings& b, fusion::Mode mode, int level,
+                      rt::cpu::CompileStats* stats = nullptr) {
+  Compiled c;
+  c.build = driver::build(g, b, targetOf(jitAt(level)), driver::Options{mode});
+  c.kernels = rt::cpu::compileArtifacts(c.build.artifact.kernels, jitAt(level), stats);
+  return c;
 }
 
 std::vector<uint8_t> encodeTensor(const reference::HostTensor& h) {
@@ -109,6 +134,7 @@ std::vector<reference::HostTensor> runCompiled(
 
 struct Totals {
   int graphs = 0, kernels = 0, phases = 0, mismatches = 0, plannerFailures = 0;
+  double buildMs = 0;  // the driver: plan, lower, emit
   rt::cpu::CompileStats stats;
 };
 
@@ -117,23 +143,25 @@ struct Totals {
 std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_t seed,
                        fusion::Mode mode, int level, Totals& totals) {
   ir::Graph g = passes::runPasses(original);
-  fusion::PlannerOptions opts;
-  opts.mode = mode;
-  fusion::Plan plan;
+  driver::Build build;
+  auto t0 = std::chrono::steady_clock::now();
   try {
-    plan = fusion::planGraph(g, b, *fusion::findProfile("host"), opts);
+    build = driver::build(g, b, targetOf(jitAt(level)), driver::Options{mode});
   } catch (const std::exception& e) {
-    // A planner bug, not this backend's; counted apart, and the tests expect none.
+    // A planner, lowering or emitter bug, not the JIT's; counted apart, and the tests expect none.
     ++totals.plannerFailures;
-    std::cout << "planner failed on seed " << seed << " mode " << fusion::modeName(mode) << ": "
+    std::cout << "the driver failed on seed " << seed << " mode " << fusion::modeName(mode) << ": "
               << e.what() << "\n";
     return {};
   }
+  totals.buildMs +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const fusion::Plan& plan = build.plan;
   auto inputs = st::randomInputs(original, b, seed);
   auto want = st::evaluateReference(original, inputs);
   std::string failure;
   try {
-    auto kernels = rt::cpu::compileKernels(g, plan.kernels, b, jitAt(level), &totals.stats);
+    auto kernels = rt::cpu::compileArtifacts(build.artifact.kernels, jitAt(level), &totals.stats);
     auto got = runCompiled(g, b, plan, kernels, inputs);
     failure = st::compareOutputs(want, got, st::graphTolerance(original));
   } catch (const std::exception& e) {
@@ -144,12 +172,7 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
   if (!failure.empty()) {
     ++totals.mismatches;
     std::string programs;
-    try {
-      for (const auto& k : plan.kernels)
-        programs += lower::printProgram(lower::lowerKernel(g, k, b));
-    } catch (const std::exception& e) {
-      programs = e.what();
-    }
+    for (const lower::KernelProgram& p : build.programs) programs += lower::printProgram(p);
     return "seed " + std::to_string(seed) + " mode " + std::string(fusion::modeName(mode)) + ": " +
            failure + "\n" + ir::printGraph(original) + "\nafter passes:\n" + ir::printGraph(g) +
            "\n" + programs;
@@ -161,9 +184,9 @@ void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
   std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
             << " phases), " << t.mismatches << " mismatches, " << t.plannerFailures
-            << " plans the planner failed to make; per kernel: lower "
-            << s.lowerMs / std::max(1, s.kernels) << " ms, emit "
-            << s.emitMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
+            << " plans the driver failed to make; per kernel: plan+lower+emit "
+            << t.buildMs / std::max(1, s.kernels) << " ms, parse "
+            << s.parseMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
             << " ms\n";
 }
 
@@ -379,11 +402,8 @@ TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
   in.dtype = ir::DType::F32;
   in.shape = {12};
   for (double x : xs) in.floats.push_back(ir::roundToFloat(x, ir::DType::F32));
-  fusion::PlannerOptions opts;
-  opts.mode = fusion::Mode::Off;
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
-  auto kernels = rt::cpu::compileKernels(g, plan.kernels, {}, jitAt(3));
-  auto got = runCompiled(g, {}, plan, kernels, {in});
+  Compiled c = compileGraph(g, {}, fusion::Mode::Off, 3);
+  auto got = runCompiled(g, {}, c.build.plan, c.kernels, {in});
   auto want = st::evaluateReference(g, std::vector<reference::HostTensor>{in});
   ASSERT_EQ(got.size(), 2u);
   for (size_t o = 0; o < 2; ++o)

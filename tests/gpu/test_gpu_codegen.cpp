@@ -17,6 +17,7 @@
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "common/sweep.h"
+#include "driver/driver.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
@@ -83,18 +84,20 @@ void compileAll(const std::vector<Job>& jobs, const codegen::GpuTarget& target,
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
       const Job& job = jobs[i];
       try {
-        rt::gpu::CompiledProgram c =
-            rt::gpu::compileProgram(job.program, target, compiler, aligned);
+        // The driver's artifact (form 0: aligned buffers, form 1: any alignment).
+        rt::KernelArtifact a = driver::emitKernel(job.program, driver::namedTarget(target.arch));
+        const rt::KernelCode& code = a.forms.at(aligned ? 0 : 1);
+        rt::gpu::DeviceBinary bin = rt::gpu::compileCode(code, target.arch, compiler);
         ++totals.kernels;
         std::lock_guard<std::mutex> lock(totals.mu);
-        totals.seconds += c.binary.seconds;
-        totals.maxRegisters = std::max<int64_t>(totals.maxRegisters, c.binary.registers);
-        EXPECT_FALSE(c.binary.bytes.empty()) << job.what;
-        EXPECT_EQ(c.binary.spillBytes, 0) << job.what << " spills on " << target.arch << "\n"
-                                          << c.binary.log << "\n"
-                                          << c.source.source;
+        totals.seconds += bin.seconds;
+        totals.maxRegisters = std::max<int64_t>(totals.maxRegisters, bin.registers);
+        EXPECT_FALSE(bin.bytes.empty()) << job.what;
+        EXPECT_EQ(bin.spillBytes, 0) << job.what << " spills on " << target.arch << "\n"
+                                     << bin.log << "\n"
+                                     << code.text;
         if (target.vendor == codegen::GpuVendor::Nvidia) {
-          EXPECT_GT(c.binary.registers, 0) << job.what << ": NVRTC reported no register use";
+          EXPECT_GT(bin.registers, 0) << job.what << ": NVRTC reported no register use";
         }
       } catch (const std::exception& e) {
         ++totals.failures;

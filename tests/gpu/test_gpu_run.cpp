@@ -13,6 +13,7 @@
 #include <map>
 
 #include "common/sweep.h"
+#include "driver/driver.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
@@ -20,7 +21,7 @@
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
 #include "passes/pipeline.h"
-#include "runtime/gpu/gpu_executor.h"
+#include "runtime/gpu/gpu_backend.h"
 #include "testing/reference_check.h"
 
 using namespace stitch;
@@ -28,13 +29,13 @@ namespace st = stitch::testing;
 
 namespace {
 
-rt::gpu::GpuRuntime* cudaOrSkip(std::string* why) {
-  return rt::gpu::GpuRuntime::get(rt::Backend::Cuda, why);
+rt::gpu::GpuBackend* cudaOrSkip(std::string* why) {
+  return rt::gpu::GpuBackend::get(rt::BackendKind::Cuda, why);
 }
 
 #define REQUIRE_CUDA(var)                       \
   std::string why_;                             \
-  rt::gpu::GpuRuntime* var = cudaOrSkip(&why_); \
+  rt::gpu::GpuBackend* var = cudaOrSkip(&why_); \
   if (!var) GTEST_SKIP() << "no CUDA device or NVRTC here: " << why_;
 
 struct RunOptions {
@@ -42,24 +43,17 @@ struct RunOptions {
   bool cooperative = true;
 };
 
-// Runs plan on the device from host inputs; returns the graph outputs on the host.
-std::vector<reference::HostTensor> runPlan(rt::gpu::GpuRuntime& gpu, const ir::Graph& g,
-                                           const ir::Bindings& b, const fusion::Plan& plan,
+// Runs the driver's build on the device from host inputs; returns the graph outputs on the host.
+std::vector<reference::HostTensor> runPlan(rt::gpu::GpuBackend& gpu, const ir::Graph& g,
+                                           const ir::Bindings& b, const driver::Build& build,
                                            const std::vector<reference::HostTensor>& inputs,
                                            const RunOptions& o) {
-  rt::gpu::Device& d = gpu.device();
+  rt::gpu::Device& d = gpu.gpu();
   d.makeCurrent();
-  std::vector<std::shared_ptr<const rt::gpu::GpuKernel>> kernels;
-  int coop = 0;
-  for (const fusion::Kernel& k : plan.kernels) {
-    kernels.push_back(gpu.kernel(lower::lowerKernel(g, k, b), o.aligned));
-    if (kernels.back()->cooperativeFn()) ++coop;
-  }
-  std::vector<int> external(g.inputs().begin(), g.inputs().end());
-  external.insert(external.end(), g.outputs().begin(), g.outputs().end());
-  rt::cpu::SlotPlan slots = rt::gpu::planGpuSlots(kernels, external);
+  rt::gpu::GpuExecutable exe(gpu, build.artifact, o.cooperative);
   auto shapes = ir::concreteShapes(g, b);
-  // Caller buffers; unaligned runs shift every pointer by one element.
+  // Caller buffers; unaligned runs shift every pointer by one element (the executable then runs
+  // each kernel's any-alignment form).
   std::vector<std::shared_ptr<void>> owned;
   std::vector<void*> values(g.nodes().size(), nullptr);
   auto buffer = [&](int node) {
@@ -72,6 +66,7 @@ std::vector<reference::HostTensor> runPlan(rt::gpu::GpuRuntime& gpu, const ir::G
     owned.emplace_back(p, [&d](void* q) { d.release(q); });
     return static_cast<char*>(p) + shift;
   };
+  std::vector<rt::BoundValue> bound;
   for (size_t i = 0; i < inputs.size(); ++i) {
     int id = g.inputs()[i];
     char* p = buffer(id);
@@ -80,12 +75,14 @@ std::vector<reference::HostTensor> runPlan(rt::gpu::GpuRuntime& gpu, const ir::G
     reference::encode(inputs[i], {inputs[i].dtype, inputs[i].shape, bytes.data()});
     d.copyToDevice(p, bytes.data(), bytes.size() - 1, nullptr);
     values[static_cast<size_t>(id)] = p;
+    bound.push_back({id, p});
   }
   for (int id : g.outputs())
-    if (!values[static_cast<size_t>(id)]) values[static_cast<size_t>(id)] = buffer(id);
-  rt::gpu::GpuArenas arenas(d);
-  const rt::gpu::GpuArenas::Arena& arena = arenas.forStream(nullptr, slots, coop);
-  rt::gpu::runGpuKernels(d, kernels, slots, values, arena, nullptr, o.cooperative);
+    if (!values[static_cast<size_t>(id)]) {
+      values[static_cast<size_t>(id)] = buffer(id);
+      bound.push_back({id, values[static_cast<size_t>(id)]});
+    }
+  exe.run(bound, nullptr);
   d.synchronize(nullptr);
   std::vector<reference::HostTensor> out;
   for (int id : g.outputs()) {
@@ -106,17 +103,14 @@ struct Totals {
 
 // Plans `original` for the device in `mode`, runs it and compares with the reference; returns
 // "" or a reproducer.
-std::string check(rt::gpu::GpuRuntime& gpu, const gputest::NamedGraph& ng, uint64_t seed,
+std::string check(rt::gpu::GpuBackend& gpu, const gputest::NamedGraph& ng, uint64_t seed,
                   fusion::Mode mode, const RunOptions& o, Totals& totals) {
   // Progress on stdout, so a hang names its graph (ctest --output-on-failure shows it).
   std::cout << "  " << ng.name << " mode " << fusion::modeName(mode)
             << (o.aligned ? "" : " unaligned") << (o.cooperative ? "" : " per-phase") << std::endl;
   ir::Graph g = passes::runPasses(ng.graph);
-  fusion::PlannerOptions po;
-  po.mode = mode;
-  const fusion::HardwareProfile profile =
-      *fusion::findProfile(std::string(codegen::costProfileName(gpu.target())));
-  fusion::Plan plan = fusion::planGraph(g, ng.bindings, profile, po);
+  driver::Build build = driver::build(g, ng.bindings, gpu.target(), driver::Options{mode});
+  const fusion::Plan& plan = build.plan;
   // The reference answer is the slow part: computed once per graph and seed.
   static std::string lastKey;
   static std::vector<reference::HostTensor> inputs, want;
@@ -128,7 +122,7 @@ std::string check(rt::gpu::GpuRuntime& gpu, const gputest::NamedGraph& ng, uint6
   }
   std::string failure;
   try {
-    failure = st::compareOutputs(want, runPlan(gpu, g, ng.bindings, plan, inputs, o),
+    failure = st::compareOutputs(want, runPlan(gpu, g, ng.bindings, build, inputs, o),
                                  st::graphTolerance(ng.graph));
   } catch (const std::exception& e) {
     failure = std::string("exception: ") + e.what();
@@ -138,10 +132,9 @@ std::string check(rt::gpu::GpuRuntime& gpu, const gputest::NamedGraph& ng, uint6
   if (failure.empty()) return "";
   ++totals.mismatches;
   std::string programs;
-  for (const fusion::Kernel& k : plan.kernels) {
-    lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
-    programs += lower::printProgram(p);
-    programs += codegen::emitGpuKernel(p, gpu.target(), {o.aligned}).source;
+  for (size_t k = 0; k < build.programs.size(); ++k) {
+    programs += lower::printProgram(build.programs[k]);
+    programs += build.artifact.kernels[k].forms.at(o.aligned ? 0 : 1).text;
   }
   return ng.name + " (input seed " + std::to_string(seed) + ", mode " +
          std::string(fusion::modeName(mode)) + (o.aligned ? "" : ", unaligned") +

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "driver/keys.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
@@ -368,13 +369,13 @@ std::set<std::string> everyField() {
 }
 
 // The GPU key of p for sm_90 with a fixed compiler identity.
-rt::gpu::GpuCompilerId sampleCompiler() {
+rt::GpuCompilerId sampleCompiler() {
   return {"nvrtc", "13.0", {"--std=c++17", "--gpu-architecture=sm_90", "--ptxas-options=-v"}};
 }
 
 rt::CacheKey gpuKey(const KernelProgram& p) {
-  return rt::gpu::gpuKernelKey(p, codegen::gpuTarget("sm_90"), codegen::GpuEmitOptions{true},
-                               sampleCompiler());
+  return driver::gpuKernelKey(p, codegen::gpuTarget("sm_90"), codegen::GpuEmitOptions{true},
+                              sampleCompiler());
 }
 
 // --- Tests ------------------------------------------------------------------------------------
@@ -436,15 +437,15 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
   const KernelProgram p = examplePrograms({"softmax.stitch"}).at(0).second;
   const codegen::GpuTarget target = codegen::gpuTarget("sm_90");
   const codegen::GpuEmitOptions emit{true};
-  const rt::gpu::GpuCompilerId compiler = sampleCompiler();
-  const std::string base = rt::gpu::gpuKernelKey(p, target, emit, compiler).canonical();
+  const rt::GpuCompilerId compiler = sampleCompiler();
+  const std::string base = driver::gpuKernelKey(p, target, emit, compiler).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
   auto withTarget = [&](const char* what, auto change) {
     codegen::GpuTarget t = target;
     auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = t;
     change(arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability);
-    variants.emplace_back(what, rt::gpu::gpuKernelKey(p, t, emit, compiler).canonical());
+    variants.emplace_back(what, driver::gpuKernelKey(p, t, emit, compiler).canonical());
   };
   withTarget("arch", [](auto& a, auto&, auto&, auto&, auto&, auto&) { a = "sm_80"; });
   withTarget("vendor", [](auto&, auto& v, auto&, auto&, auto&, auto&) { bump(v); });
@@ -456,13 +457,13 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     codegen::GpuEmitOptions e = emit;
     auto& [aligned] = e;
     aligned = !aligned;
-    variants.emplace_back("aligned", rt::gpu::gpuKernelKey(p, target, e, compiler).canonical());
+    variants.emplace_back("aligned", driver::gpuKernelKey(p, target, e, compiler).canonical());
   }
   auto withCompiler = [&](const char* what, auto change) {
-    rt::gpu::GpuCompilerId c = compiler;
+    rt::GpuCompilerId c = compiler;
     auto& [name, version, options] = c;
     change(name, version, options);
-    variants.emplace_back(what, rt::gpu::gpuKernelKey(p, target, emit, c).canonical());
+    variants.emplace_back(what, driver::gpuKernelKey(p, target, emit, c).canonical());
   };
   withCompiler("compiler name", [](auto& n, auto&, auto&) { n = "hiprtc"; });
   withCompiler("compiler version", [](auto&, auto& v, auto&) { v = "12.9"; });
@@ -472,13 +473,13 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     o = {"--std=c++17 --gpu-architecture=sm_90", "--ptxas-options=-v"};
   });
   {
-    rt::CacheKey k = rt::gpu::gpuKernelKey(p, target, emit, compiler);
+    rt::CacheKey k = driver::gpuKernelKey(p, target, emit, compiler);
     k.version = "0.0.0-other";
     variants.emplace_back("library version", k.canonical());
   }
   // The HIP target: another arch, vendor, warp, dialect.
   variants.emplace_back(
-      "gfx90a", rt::gpu::gpuKernelKey(p, codegen::gpuTarget("gfx90a"), emit, compiler).canonical());
+      "gfx90a", driver::gpuKernelKey(p, codegen::gpuTarget("gfx90a"), emit, compiler).canonical());
 
   std::set<std::string> distinct = {base};
   for (const auto& [what, key] : variants) {
@@ -499,7 +500,7 @@ TEST(ProgramKey, CompilerIdentityNamesVersionAndOptions) {
     rt::gpu::DeviceCompiler* c = make(&why);
     if (c == nullptr) continue;
     ++seen;
-    const rt::gpu::GpuCompilerId id = rt::gpu::compilerId(*c, arch);
+    const rt::GpuCompilerId id = rt::gpu::compilerId(*c, arch);
     EXPECT_EQ(id.name, c->name());
     // "major.minor", as the library reports it.
     EXPECT_NE(id.version.find('.'), std::string::npos) << id.version;

@@ -1,0 +1,143 @@
+// The cuda and hip backends (design note in gpu_backend.h).
+#include "runtime/gpu/gpu_backend.h"
+
+#include <algorithm>
+
+#include "support/error.h"
+#include "support/logging.h"
+
+namespace stitch::rt::gpu {
+
+std::unique_ptr<Backend> makeGpuBackend(BackendKind kind, std::string* why) {
+  STITCH_INTERNAL(kind == BackendKind::Cuda || kind == BackendKind::Hip, "not a GPU backend");
+  bool cuda = kind == BackendKind::Cuda;
+  Device* device = cuda ? cudaDevice(why) : hipDevice(why);
+  if (!device) return nullptr;
+  DeviceCompiler* compiler = cuda ? nvrtcCompiler(why) : hiprtcCompiler(why);
+  if (!compiler) return nullptr;
+  return std::make_unique<GpuBackend>(kind, device, compiler);
+}
+
+GpuBackend* GpuBackend::get(BackendKind kind, std::string* why) {
+  return static_cast<GpuBackend*>(backendFor(kind, why));
+}
+
+GpuBackend::GpuBackend(BackendKind kind, Device* device, DeviceCompiler* compiler)
+    : kind_(kind), device_(device), compiler_(compiler) {
+  target_.kind = kind;
+  target_.arch = device->arch();
+  target_.processors = device->smCount();
+  target_.warpSize = device->warpSize();
+  target_.compiler = compilerId(*compiler_, target_.arch);
+  cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
+  log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
+              target_.arch, target_.processors, target_.warpSize, compiler->name());
+}
+
+std::shared_ptr<const GpuKernel> GpuBackend::kernel(const KernelArtifact& a, size_t form) {
+  const KernelCode& code = a.forms.at(form);
+  auto compile = [&]() -> std::vector<uint8_t> {
+    DeviceBinary bin = compileCode(code, target_.arch, *compiler_);
+    log().debug("compiled {} kernel {:016x} in {:.1f} ms ({} registers, {} bytes)", target_.arch,
+                code.key.hash(), bin.seconds * 1e3, bin.registers, bin.bytes.size());
+    return std::move(bin.bytes);
+  };
+  auto load = [&](const std::vector<uint8_t>& bytes) { return loadCode(*device_, code, bytes); };
+  auto kernel = std::make_shared<GpuKernel>();
+  kernel->code = cache_->getOrCompile(code.key, compile, load);
+  kernel->params = a.params;
+  kernel->written.assign(a.params.size(), false);
+  for (const PhaseBuffers& ph : a.phases)
+    for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.params.size(); ++b)
+      kernel->written[static_cast<size_t>(ph.params[b])] = true;
+  return kernel;
+}
+
+DLDevice GpuBackend::device() const {
+  return DLDevice{kind_ == BackendKind::Cuda ? kDLCUDA : kDLROCM, 0};
+}
+
+void GpuBackend::checkTensorDevice(DLDevice d, const std::string& what) const {
+  bool cuda = kind_ == BackendKind::Cuda;
+  DLDeviceType want = cuda ? kDLCUDA : kDLROCM;
+  STITCH_CHECK(d.device_type == want || (cuda && d.device_type == kDLCUDAManaged),
+               ErrorCode::InvalidArgument,
+               "{} is on DLPack device type {}, but the {} backend needs device memory ({})", what,
+               static_cast<int>(d.device_type), name(), cuda ? "kDLCUDA" : "kDLROCM");
+  STITCH_CHECK(d.device_id == 0, ErrorCode::Unsupported,
+               "{} is on device {}; this version of Stitch runs on device 0 only", what,
+               d.device_id);
+}
+
+std::shared_ptr<Executable> GpuBackend::load(const ProgramArtifact& program) {
+  return std::make_shared<GpuExecutable>(*this, program);
+}
+
+void* GpuBackend::allocate(size_t bytes) {
+  device_->makeCurrent();
+  return device_->allocate(std::max<size_t>(bytes, 1));
+}
+
+void GpuBackend::release(void* p) {
+  device_->makeCurrent();
+  device_->release(p);
+}
+
+void GpuBackend::copy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
+  device_->makeCurrent();
+  switch (kind) {
+    case CopyKind::HostToDevice: device_->copyToDevice(dst, src, bytes, stream); break;
+    case CopyKind::DeviceToHost: device_->copyToHost(dst, src, bytes, stream); break;
+    case CopyKind::DeviceToDevice: device_->copyDeviceToDevice(dst, src, bytes, stream); return;
+  }
+  device_->synchronize(stream);  // the host buffer is the caller's again when copy returns
+}
+
+void GpuBackend::synchronize(void* stream) {
+  device_->makeCurrent();
+  device_->synchronize(stream);
+}
+
+GpuExecutable::GpuExecutable(GpuBackend& backend, const ProgramArtifact& program, bool cooperative)
+    : backend_(backend),
+      kernels_(program.kernels),
+      cooperative_(cooperative),
+      arenas_(backend.gpu()) {
+  for (const KernelArtifact& k : kernels_) {
+    loaded_[0].push_back(backend_.kernel(k, 0));
+    // Barrier words for every kernel that has a cooperative entry in some form: whether a
+    // form's entry is usable depends on its occupancy, so count them all.
+    if (!k.forms.front().cooperative.symbol.empty()) ++cooperativeKernels_;
+  }
+  slots_ = planGpuSlots(loaded_[0], program.external);
+}
+
+void GpuExecutable::run(std::span<const BoundValue> bound, void* stream) {
+  Device& device = backend_.gpu();
+  device.makeCurrent();
+  bool aligned = true;
+  thread_local std::vector<void*> values;
+  values.clear();
+  for (const BoundValue& b : bound) {
+    if (values.size() <= static_cast<size_t>(b.value))
+      values.resize(static_cast<size_t>(b.value) + 1, nullptr);
+    values[static_cast<size_t>(b.value)] = b.data;
+    aligned = aligned && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
+  }
+  std::span<const std::shared_ptr<const GpuKernel>> kernels = loaded_[0];
+  if (!aligned) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (loaded_[1].empty())
+      for (const KernelArtifact& k : kernels_) {
+        // The last form makes no assumption about alignment.
+        STITCH_INTERNAL(!k.forms.back().requiresAlignment, "kernel {} has no unaligned form",
+                        k.name);
+        loaded_[1].push_back(backend_.kernel(k, k.forms.size() - 1));
+      }
+    kernels = loaded_[1];
+  }
+  const GpuArenas::Arena& arena = arenas_.forStream(stream, slots_, cooperativeKernels_);
+  runGpuKernels(device, kernels, slots_, values, arena, stream, cooperative_);
+}
+
+}  // namespace stitch::rt::gpu

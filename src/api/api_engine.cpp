@@ -1,0 +1,144 @@
+// Engines in the C API: options, backend resolution, memory, cache statistics.
+//
+// An engine is a resolved configuration (api_internal.h, EngineConfig): the backend (one of
+// runtime/backend.h's process-wide instances), the fusion mode and the STITCH_DUMP settings.
+// Everything an engine does with memory goes through the backend's interface.
+#include <algorithm>
+#include <array>
+#include <sstream>
+#include <string_view>
+
+#include "api/api_internal.h"
+#include "fusion/planner.h"
+#include "support/env.h"
+#include "support/logging.h"
+
+using namespace stitch;
+
+namespace {
+
+constexpr std::array<std::string_view, 2> kOptionKeys = {"backend", "fusion"};
+constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
+
+}  // namespace
+
+extern "C" {
+
+stitch_status_t stitch_engine_create(const char* const* keys, const char* const* values,
+                                     size_t num_options, stitch_engine_t* out) {
+  STITCH_API_REQUIRE(out);
+  if (num_options) {
+    STITCH_API_REQUIRE(keys);
+    STITCH_API_REQUIRE(values);
+  }
+  STITCH_API_GUARD({
+    configureLoggingFromEnv();
+    std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
+    auto config = std::make_shared<api::EngineConfig>();
+    config->fusion = fusion::modeFromEnv();
+    for (const auto& [key, value] :
+         api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
+      if (key == "backend") backend = value;
+      else config->fusion = fusion::parseMode(value);
+    }
+    config->backend = &rt::requireBackend(rt::resolveBackend(backend));
+    if (auto dump = env::get("STITCH_DUMP")) {
+      std::string item;
+      std::stringstream list(*dump);
+      while (std::getline(list, item, ',')) {
+        STITCH_CHECK(
+            std::find(kDumpChoices.begin(), kDumpChoices.end(), item) != kDumpChoices.end(),
+            ErrorCode::InvalidArgument, "STITCH_DUMP={}: '{}' is not valid; valid values: {}",
+            *dump, item, env::joinChoices(kDumpChoices));
+        (item == "plan"     ? config->dumpPlan
+         : item == "source" ? config->dumpSource
+                            : config->dumpLlvm) = true;
+      }
+    }
+    config->dumpDir = env::get("STITCH_DUMP_DIR").value_or(".");
+    log().debug("engine created: backend {} (requested {}), fusion {}", config->backend->name(),
+                backend, fusion::modeName(config->fusion));
+    *out = api::publish(new stitch_engine_s{std::move(config)});
+    return STITCH_OK;
+  })
+}
+
+void stitch_engine_destroy(stitch_engine_t engine) {
+  if (api::destroyCheck(engine, api::HandleKind::Engine, __func__)) delete engine;
+}
+
+stitch_status_t stitch_engine_device(stitch_engine_t engine, DLDevice* out) {
+  STITCH_API_HANDLE(engine);
+  STITCH_API_REQUIRE(out);
+  *out = engine->config->backend->device();
+  return STITCH_OK;
+}
+
+stitch_status_t stitch_engine_alloc(stitch_engine_t engine, size_t bytes, void** out) {
+  STITCH_API_HANDLE(engine);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    *out = engine->config->backend->allocate(bytes);
+    return STITCH_OK;
+  })
+}
+
+void stitch_engine_free(stitch_engine_t engine, void* ptr) {
+  if (!ptr) return;
+  if (!api::isLive(engine)) {
+    log().error("stitch_engine_free: engine is not a live stitch_engine_t; {} not freed", ptr);
+    return;
+  }
+  try {
+    engine->config->backend->release(ptr);
+  } catch (const std::exception& e) {
+    log().warn("stitch_engine_free: {}", e.what());
+  }
+}
+
+stitch_status_t stitch_engine_copy(stitch_engine_t engine, void* dst, const void* src, size_t bytes,
+                                   stitch_copy_kind_t kind, void* stream) {
+  STITCH_API_HANDLE(engine);
+  if (bytes) {
+    STITCH_API_REQUIRE(dst);
+    STITCH_API_REQUIRE(src);
+  }
+  STITCH_API_GUARD({
+    const int64_t k = api::enumValue(kind);
+    STITCH_CHECK(k == STITCH_COPY_HOST_TO_DEVICE || k == STITCH_COPY_DEVICE_TO_HOST ||
+                     k == STITCH_COPY_DEVICE_TO_DEVICE,
+                 ErrorCode::InvalidArgument, "unknown copy kind {}", k);
+    if (bytes == 0) return STITCH_OK;
+    engine->config->backend->copy(dst, src, bytes,
+                                  k == STITCH_COPY_HOST_TO_DEVICE   ? rt::CopyKind::HostToDevice
+                                  : k == STITCH_COPY_DEVICE_TO_HOST ? rt::CopyKind::DeviceToHost
+                                                                    : rt::CopyKind::DeviceToDevice,
+                                  stream);
+    return STITCH_OK;
+  })
+}
+
+stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, void* stream) {
+  STITCH_API_HANDLE(engine);
+  STITCH_API_GUARD({
+    engine->config->backend->synchronize(stream);
+    return STITCH_OK;
+  })
+}
+
+stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_stats_t* out) {
+  STITCH_API_HANDLE(engine);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    rt::CacheStats c = engine->config->backend->cacheStats();
+    *out = stitch_cache_stats_t{c.memoryHits, c.memoryMisses,   c.diskHits, c.diskMisses,
+                                c.diskWrites, c.corruptEntries, c.compiles, c.compileSeconds};
+    return STITCH_OK;
+  })
+}
+
+const char* stitch_engine_backend(stitch_engine_t engine) {
+  return api::isLive(engine) ? engine->config->backend->name().data() : nullptr;
+}
+
+}  // extern "C"

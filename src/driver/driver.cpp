@@ -1,0 +1,215 @@
+// The compile driver (design note in driver.h).
+#include "driver/driver.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+
+#include "codegen/gpu/cstyle_emitter.h"
+#include "driver/keys.h"
+#include "fusion/planner.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
+#include "runtime/backend.h"
+#include "runtime/gpu/device_compiler.h"
+#include "runtime/gpu/gpu_kernels.h"
+#include "support/error.h"
+#include "support/logging.h"
+#if defined(STITCH_HAVE_LLVM)
+#include "codegen/llvm/llvm_emitter.h"
+#endif
+
+namespace stitch::driver {
+
+namespace {
+
+bool isGpu(rt::BackendKind k) { return k == rt::BackendKind::Cuda || k == rt::BackendKind::Hip; }
+
+// The emitter's GPU target: the arch's, with what the device measured.
+codegen::GpuTarget gpuTargetOf(const rt::Target& t) {
+  codegen::GpuTarget g = codegen::gpuTarget(t.arch);
+  if (t.processors > 0) g.smCount = t.processors;
+  if (t.warpSize > 0) g.warpSize = t.warpSize;
+  return g;
+}
+
+// The device templates as the artifact's headers: made once, shared by every kernel.
+std::shared_ptr<const std::vector<rt::SourceHeader>> deviceHeaders() {
+  static const auto headers = [] {
+    auto out = std::make_shared<std::vector<rt::SourceHeader>>();
+    for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders())
+      out->push_back(rt::SourceHeader{std::string(h.name), std::string(h.text)});
+    return std::shared_ptr<const std::vector<rt::SourceHeader>>(std::move(out));
+  }();
+  return headers;
+}
+
+rt::EntryPoint gpuEntry(const codegen::GpuLaunch& l) {
+  rt::EntryPoint e;
+  e.symbol = l.function;
+  e.grid = l.grid;
+  e.block = l.block;
+  e.sharedBytes = l.sharedBytes;
+  return e;
+}
+
+rt::KernelCode emitGpu(const lower::KernelProgram& p, const rt::Target& t, bool aligned) {
+  const codegen::GpuTarget target = gpuTargetOf(t);
+  const codegen::GpuEmitOptions options{aligned};
+  codegen::GpuKernelSource src = codegen::emitGpuKernel(p, target, options);
+  rt::KernelCode code;
+  code.key = gpuKernelKey(p, target, options, t.compiler);
+  code.language =
+      target.vendor == codegen::GpuVendor::Amd ? rt::CodeLanguage::Hip : rt::CodeLanguage::Cuda;
+  code.text = std::move(src.source);
+  code.headers = deviceHeaders();
+  code.requiresAlignment = aligned;
+  for (const codegen::GpuLaunch& l : src.phases) code.phases.push_back(gpuEntry(l));
+  if (!src.cooperative.function.empty()) code.cooperative = gpuEntry(src.cooperative);
+  return code;
+}
+
+rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
+#if defined(STITCH_HAVE_LLVM)
+  rt::KernelCode code;
+  code.key = hostKernelKey(p, t.host, t.hostOptions);
+  // Symbols are a function of the key, so an object from the disk cache defines the names this
+  // process looks up, and two kernels never define one name in one JIT.
+  const std::string prefix = fmt::format("stitch_{:016x}", code.key.hash());
+  code.language = rt::CodeLanguage::LlvmIr;
+  code.text = codegen::programIR(p, prefix);
+  // emitProgram names phase i PREFIX_i (llvm_emitter.h).
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    rt::EntryPoint e;
+    e.symbol = fmt::format("{}_{}", prefix, i);
+    e.units = p.phases[i].units;
+    e.grain = p.phases[i].grain;
+    code.phases.push_back(std::move(e));
+  }
+  return code;
+#else
+  (void)p, (void)t;
+  throwError(ErrorCode::BackendUnavailable,
+             "cannot emit host code: this build of Stitch has no LLVM (STITCH_ENABLE_LLVM=OFF)");
+#endif
+}
+
+}  // namespace
+
+rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& t) {
+  rt::KernelArtifact a;
+  a.name = p.name;
+  for (const lower::Param& q : p.params)
+    a.params.push_back(rt::KernelBuffer{q.value, q.scratch, q.dtype, q.elements});
+  for (const lower::Phase& ph : p.phases) a.phases.push_back({ph.buffers, ph.numInputs});
+  switch (t.kind) {
+    case rt::BackendKind::Cpu: a.forms.push_back(emitHost(p, t)); break;
+    case rt::BackendKind::Cuda:
+    case rt::BackendKind::Hip:
+      // Preferred first: vector accesses need every buffer 16-byte aligned; the second form is
+      // for runs whose buffers are not (compiled only when such a run comes).
+      a.forms.push_back(emitGpu(p, t, /*aligned=*/true));
+      a.forms.push_back(emitGpu(p, t, /*aligned=*/false));
+      break;
+    case rt::BackendKind::Reference:
+      STITCH_INTERNAL(false, "the reference backend runs graphs, not generated code");
+  }
+  return a;
+}
+
+ir::Graph optimize(const ir::Graph& g) {
+  ir::verify(g);
+  return passes::runPasses(g);
+}
+
+fusion::HardwareProfile profileFor(const rt::Target& target) {
+  std::string name = "host";
+  if (isGpu(target.kind)) name = codegen::costProfileName(gpuTargetOf(target));
+  auto profile = fusion::findProfile(name);
+  STITCH_INTERNAL(profile.has_value(), "no hardware profile '{}'", name);
+  return *profile;
+}
+
+Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::Target& target,
+            const Options& options, Stage stage) {
+  Build out;
+  out.bindings = bindings;
+  fusion::PlannerOptions planner;
+  planner.mode = options.mode;
+  out.plan = fusion::planGraph(optimized, bindings, profileFor(target), planner);
+  log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", optimized.name(),
+              target.arch, fusion::modeName(options.mode), out.plan.kernels.size(),
+              optimized.numOps());
+  if (stage == Stage::Plan) return out;
+
+  rt::ProgramArtifact& a = out.artifact;
+  a.name = optimized.name();
+  a.external.assign(optimized.inputs().begin(), optimized.inputs().end());
+  a.external.insert(a.external.end(), optimized.outputs().begin(), optimized.outputs().end());
+  for (const fusion::Kernel& k : out.plan.kernels) {
+    out.programs.push_back(lower::lowerKernel(optimized, k, bindings));
+    a.kernels.push_back(emitKernel(out.programs.back(), target));
+  }
+  // Labels of the values the kernels touch, for messages about their memory.
+  a.valueLabels.resize(optimized.nodes().size());
+  for (const rt::KernelArtifact& k : a.kernels)
+    for (const rt::KernelBuffer& b : k.params)
+      if (b.value >= 0 && a.valueLabels[static_cast<size_t>(b.value)].empty()) {
+        const ir::Node& n = optimized.node(b.value);
+        a.valueLabels[static_cast<size_t>(b.value)] =
+            fmt::format("'{}' {}", n.name, ir::typeStr(n.type));
+      }
+  return out;
+}
+
+rt::Target namedTarget(const std::string& name) {
+  rt::Target t;
+  if (name == "host") return t;  // kind Cpu, arch "host"
+  codegen::GpuTarget g;
+  try {
+    g = codegen::gpuTarget(name);
+  } catch (const Error&) {
+    throwError(ErrorCode::InvalidArgument,
+               fmt::format("unknown target '{}'; valid targets: host, {} (or another sm_XY with "
+                           "XY >= 70)",
+                           name, fmt::join(codegen::knownGpuArchs(), ", ")));
+  }
+  t.kind = g.vendor == codegen::GpuVendor::Amd ? rt::BackendKind::Hip : rt::BackendKind::Cuda;
+  t.arch = g.arch;
+  return t;
+}
+
+rt::Target offlineTarget(const std::string& name, std::string* why) {
+  rt::Target t = namedTarget(name);
+  if (t.kind == rt::BackendKind::Cpu) return rt::requireBackend(rt::BackendKind::Cpu).target();
+  rt::gpu::DeviceCompiler* c = t.kind == rt::BackendKind::Hip ? rt::gpu::hiprtcCompiler(why)
+                                                               : rt::gpu::nvrtcCompiler(why);
+  if (c) t.compiler = rt::gpu::compilerId(*c, t.arch);
+  return t;
+}
+
+CompileReport compileOffline(const rt::KernelArtifact& k, const rt::Target& target) {
+  CompileReport r;
+  if (!isGpu(target.kind)) {
+    auto t0 = std::chrono::steady_clock::now();
+    rt::requireBackend(target.kind).compile(k);
+    r.compiler = "LLVM ORC";
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
+  std::string why;
+  bool amd = target.kind == rt::BackendKind::Hip;
+  rt::gpu::DeviceCompiler* c = amd ? rt::gpu::hiprtcCompiler(&why) : rt::gpu::nvrtcCompiler(&why);
+  STITCH_CHECK(c != nullptr, ErrorCode::BackendUnavailable, "cannot compile for {}: {}",
+               target.arch, why);
+  rt::gpu::DeviceBinary bin = rt::gpu::compileCode(k.forms.at(0), target.arch, *c);
+  r.compiler = std::string(c->name());
+  r.seconds = bin.seconds;
+  r.registers = bin.registers;
+  r.spillBytes = bin.spillBytes;
+  r.codeBytes = static_cast<int64_t>(bin.bytes.size());
+  return r;
+}
+
+}  // namespace stitch::driver

@@ -1,0 +1,70 @@
+// Cache keys of kernel code (design note in keys.h).
+#include "driver/keys.h"
+
+#include "lower/serialize.h"
+
+namespace stitch::driver {
+
+namespace {
+
+// FNV-1a 64 of every device header's name and text, length-prefixed: the headers are part of
+// every translation unit. They are build constants (embedded from kernels_templates/), so a
+// digest is enough where the program, which varies, is kept whole.
+uint64_t deviceHeadersDigest() {
+  static const uint64_t digest = [] {
+    lower::CanonicalWriter w;
+    for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders()) {
+      w.string(h.name);
+      w.string(h.text);
+    }
+    return rt::fnv1a64(w.bytes());
+  }();
+  return digest;
+}
+
+}  // namespace
+
+rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
+                           const rt::HostCompileOptions& options) {
+  const auto& [triple, cpu, features, llvmVersion] = target;
+  const auto& [optLevel, vectorMath] = options;
+  rt::CacheKey key;
+  key.add("backend", "cpu")
+      .add("program", lower::serializeProgram(p))
+      .add("triple", triple)
+      .add("cpu", cpu)
+      .add("features", features)
+      .add("llvm-version", llvmVersion)
+      .add("opt-level", lower::canonicalBytes(optLevel))
+      .add("vector-math", lower::canonicalBytes(vectorMath));
+  return key;
+}
+
+rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+                          const codegen::GpuEmitOptions& emit, const rt::GpuCompilerId& compiler) {
+  const auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = target;
+  const auto& [aligned] = emit;
+  const auto& [compilerName, compilerVersion, compilerOptions] = compiler;
+  lower::CanonicalWriter options;
+  options.length(compilerOptions.size());
+  for (const std::string& o : compilerOptions) options.string(o);
+  using lower::canonicalBytes;
+  rt::CacheKey key;
+  key.add("backend", "gpu")
+      .add("program", lower::serializeProgram(p))
+      .add("arch", arch)
+      .add("vendor", canonicalBytes(vendor))
+      .add("dialect", vendor == codegen::GpuVendor::Amd ? "hip" : "cuda")
+      .add("warp-size", canonicalBytes(warpSize))
+      .add("sm-count", canonicalBytes(smCount))
+      .add("max-threads-per-block", canonicalBytes(maxThreadsPerBlock))
+      .add("compute-capability", canonicalBytes(computeCapability))
+      .add("aligned", canonicalBytes(aligned))
+      .add("compiler", compilerName)
+      .add("compiler-version", compilerVersion)
+      .add("compiler-options", options.take())
+      .add("device-headers", canonicalBytes(deviceHeadersDigest()));
+  return key;
+}
+
+}  // namespace stitch::driver

@@ -1,0 +1,31 @@
+// Cache keys of kernel code: pure functions of what the compiled bytes depend on.
+//
+// A key (runtime/kernel_cache.h, CacheKey) is the kernel program's canonical serialization
+// (lower/serialize.h: every field), the target attribute by attribute, the compile or emit
+// options, and (added by CacheKey itself) the library version and build identity. Each builder
+// unpacks its structs with structured bindings naming every member, so a field added to a target
+// or an option does not compile until it is part of the key. tests/lower/test_program_key.cpp
+// mutates every field one at a time and checks that the key changes.
+#pragma once
+
+#include "codegen/gpu/cstyle_emitter.h"
+#include "lower/kernel_program.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/target.h"
+
+namespace stitch::driver {
+
+// Host: the program, the JIT's machine (triple, CPU name, every feature, LLVM version) and its
+// options (optimization level, whether libmvec may be called).
+rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
+                           const rt::HostCompileOptions& options);
+
+// GPU: the program, every field of the GpuTarget the scheduler and emitter read (arch, vendor and
+// so the dialect, warp size, multiprocessor count, block limit, compute capability), the emit
+// options (the alignment assumption), the compiler's name, version and options for the arch, and
+// a digest of the device headers the source includes (build constants, like the version).
+rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+                          const codegen::GpuEmitOptions& options,
+                          const rt::GpuCompilerId& compiler);
+
+}  // namespace stitch::driver

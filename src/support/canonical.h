@@ -1,0 +1,56 @@
+// Canonical bytes: the encoding cache keys are made of (lower/serialize.h, driver/keys.h,
+// runtime/kernel_cache.h).
+//
+// Integers are fixed-width little-endian at their declared width (int: 4 bytes, int64_t: 8),
+// enums by their underlying type, bool one byte, double its IEEE-754 bit pattern (so -0.0 and
+// 0.0, or two NaN payloads, differ: conservative), strings and vectors prefixed by their length
+// as 8 bytes. The bytes do not depend on the host's endianness, compiler or standard library.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace stitch {
+
+// Appends canonical bytes to a string used as a byte buffer.
+class CanonicalWriter {
+ public:
+  template <class T>
+  requires std::is_integral_v<T>
+  void integer(T v) {
+    using U = std::make_unsigned_t<T>;
+    auto u = static_cast<U>(v);
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
+  }
+  void boolean(bool b) { out_.push_back(b ? '\1' : '\0'); }
+  template <class E>
+  requires std::is_enum_v<E>
+  void enumeration(E e) { integer(static_cast<std::underlying_type_t<E>>(e)); }
+  void real(double d) { integer(std::bit_cast<uint64_t>(d)); }
+  void length(size_t n) { integer(static_cast<uint64_t>(n)); }
+  void string(std::string_view s) {
+    length(s.size());
+    out_.append(s);
+  }
+
+  const std::string& bytes() const { return out_; }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// The canonical bytes of one integer, enum or bool (key parts other than the program).
+template <class T>
+requires std::is_integral_v<T> || std::is_enum_v<T> std::string canonicalBytes(T v) {
+  CanonicalWriter w;
+  if constexpr (std::is_same_v<T, bool>) w.boolean(v);
+  else if constexpr (std::is_enum_v<T>) w.enumeration(v);
+  else w.integer(v);
+  return w.take();
+}
+
+}  // namespace stitch
