@@ -22,19 +22,6 @@ namespace stitch::rt {
 
 namespace fs = std::filesystem;
 
-uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t seed) {
-  uint64_t h = seed;
-  for (uint8_t b : bytes) {
-    h ^= b;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-uint64_t fnv1a64(std::string_view text) {
-  return fnv1a64(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
 // ---------------------------------------------------------------------------------------------
 // CacheKey
 

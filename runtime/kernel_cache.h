@@ -140,13 +140,14 @@
 
 #include "support/code_identity.h"
 #include "support/error.h"
+#include "support/hash.h"
 #include "support/logging.h"
 
 namespace stitch::rt {
 
-// FNV-1a 64 over bytes: stable across machines and runs. Used for key hashes and checksums.
-uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t seed = 0xcbf29ce484222325ULL);
-uint64_t fnv1a64(std::string_view text);
+// Key hashes and payload checksums are FNV-1a 64 (support/hash.h); the using-declaration keeps
+// the name rt::fnv1a64 that callers outside the runtime spell.
+using stitch::fnv1a64;
 
 // The identity of a compiled artifact: named parts, each the canonical bytes of one thing the
 // compiled code depends on (the kernel program's serialization, each target attribute, the

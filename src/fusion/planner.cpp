@@ -15,6 +15,7 @@
 #include "support/checked.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/hash.h"
 #include "support/logging.h"
 
 namespace stitch::fusion {
@@ -38,11 +39,12 @@ constexpr size_t kExactCycleChecksMaxOps = 2000;
 // Consumers of one shared value considered for horizontal packing: the nearest on each side.
 constexpr size_t kSiblingWindow = 1;
 
+// The cost cache is only looked up, never iterated: the hash cannot change a plan.
 struct NodeSetHash {
   size_t operator()(const std::vector<int>& v) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-    return static_cast<size_t>(h);
+    Fnv1a64 h;
+    for (int x : v) h.u32(static_cast<uint32_t>(x));
+    return static_cast<size_t>(h.value());
   }
 };
 

@@ -52,8 +52,12 @@ std::string fromStorage(DType t, const std::string& e) {
     case DType::F16: return fmt::format("stitch::ld_f16({})", e);
     case DType::BF16: return fmt::format("stitch::ld_bf16({})", e);
     case DType::Bool: return fmt::format("stitch::ld_bool({})", e);
-    default: return e;
+    case DType::F32:
+    case DType::F64:
+    case DType::I32:
+    case DType::I64: break;  // stored as computed
   }
+  return e;
 }
 
 std::string toStorage(DType t, const std::string& e) {
@@ -61,8 +65,12 @@ std::string toStorage(DType t, const std::string& e) {
     case DType::F16: return fmt::format("stitch::st_f16({})", e);
     case DType::BF16: return fmt::format("stitch::st_bf16({})", e);
     case DType::Bool: return fmt::format("stitch::st_bool({})", e);
-    default: return e;
+    case DType::F32:
+    case DType::F64:
+    case DType::I32:
+    case DType::I64: break;  // stored as computed
   }
+  return e;
 }
 
 // An op result of dtype t, computed in f32, rounded to t as the reference rounds every op.
@@ -70,8 +78,13 @@ std::string roundTo(DType t, const std::string& e) {
   switch (t) {
     case DType::F16: return fmt::format("stitch::rnd_f16({})", e);
     case DType::BF16: return fmt::format("stitch::rnd_bf16({})", e);
-    default: return e;
+    case DType::F32:
+    case DType::F64:
+    case DType::I32:
+    case DType::I64:
+    case DType::Bool: break;  // computed in their own type: nothing to round
   }
+  return e;
 }
 
 std::string floatLiteral(double v, DType t) {
@@ -197,7 +210,29 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
     case OpCode::LogicalOr: return fmt::format("({} || {})", a[0], a[1]);
     case OpCode::Select: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
     case OpCode::Cast: return castExpr(a[0], at, t);
-    default: break;
+    // Never an Op instruction: lowering turns sources and layout ops into constants, loads and
+    // index arithmetic and reductions into accumulators; composites are decomposed before
+    // planning. Listed (no default) so that an op added to ops.def fails to compile here.
+    case OpCode::Input:
+    case OpCode::Constant:
+    case OpCode::Full:
+    case OpCode::Iota:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMax:
+    case OpCode::ReduceMin:
+    case OpCode::ReduceMean:
+    case OpCode::ReduceProd:
+    case OpCode::Reshape:
+    case OpCode::Transpose:
+    case OpCode::BroadcastTo:
+    case OpCode::Slice:
+    case OpCode::Concat:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
+    case OpCode::LayerNorm:
+    case OpCode::RmsNorm:
+    case OpCode::Gelu:
+    case OpCode::Silu: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("gpu emitter: {} is not an elementwise op", ir::opName(in.op)));
@@ -300,7 +335,14 @@ std::string PhaseEmitter::indexExpr(const Inst& in, const std::vector<std::strin
     case InstKind::IRemC:
       return fmt::format("static_cast<{}>(static_cast<{}>({}) % {}u)", idx_, uidx_, a[0],
                          in.ivalue);
-    default: break;
+    case InstKind::Const:
+    case InstKind::UnitIndex:
+    case InstKind::LoopIndex:
+    case InstKind::Load:
+    case InstKind::Store:
+    case InstKind::AccRead:
+    case InstKind::Accumulate:
+    case InstKind::Op: break;
   }
   throwError(ErrorCode::Internal, "gpu emitter: not an index instruction");
 }
@@ -320,7 +362,10 @@ std::string PhaseEmitter::exprAt(int id, const std::string& k0) const {
     case InstKind::IDivC:
     case InstKind::IRemC: return indexExpr(in, a);
     case InstKind::Op: return opExpr(in, inst(in.args[0]).dtype, a);
-    default: break;
+    case InstKind::Load:
+    case InstKind::Store:
+    case InstKind::AccRead:
+    case InstKind::Accumulate: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("gpu emitter: instruction %{} is not an index expression", id));

@@ -82,8 +82,12 @@ class PhaseEmitter {
       case DType::F16:
       case DType::BF16: return B_.getInt16Ty();
       case DType::Bool: return B_.getInt8Ty();
-      default: return ctype(t);
+      case DType::F32:
+      case DType::F64:
+      case DType::I32:
+      case DType::I64: break;  // stored as computed
     }
+    return ctype(t);
   }
   DType dtypeOf(int id) const { return ph_.insts[static_cast<size_t>(id)].dtype; }
   llvm::Value* val(int id) const { return vals_[static_cast<size_t>(id)]; }
@@ -136,8 +140,12 @@ class PhaseEmitter {
         return B_.CreateBitCast(B_.CreateShl(B_.CreateZExt(raw, B_.getInt32Ty()), 16),
                                 B_.getFloatTy());
       case DType::Bool: return B_.CreateICmpNE(raw, B_.getInt8(0));
-      default: return raw;
+      case DType::F32:
+      case DType::F64:
+      case DType::I32:
+      case DType::I64: break;  // stored as computed
     }
+    return raw;
   }
   void store(const Inst& in) {
     llvm::Value* v = val(in.args[1]);
@@ -147,7 +155,10 @@ class PhaseEmitter {
         break;
       case DType::BF16: v = B_.CreateTrunc(bf16Bits32(v), B_.getInt16Ty()); break;
       case DType::Bool: v = B_.CreateZExt(v, B_.getInt8Ty()); break;
-      default: break;
+      case DType::F32:
+      case DType::F64:
+      case DType::I32:
+      case DType::I64: break;  // stored as computed
     }
     llvm::Value* p =
         B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
@@ -280,7 +291,29 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::LogicalOr: return B_.CreateOr(a, b);
     case OpCode::Select: return B_.CreateSelect(a, b, val(in.args[2]));
     case OpCode::Cast: return cast(a, at, t);
-    default: break;
+    // Never an Op instruction: lowering turns sources and layout ops into constants, loads and
+    // index arithmetic and reductions into accumulators; composites are decomposed before
+    // planning. Listed (no default) so that an op added to ops.def fails to compile here.
+    case OpCode::Input:
+    case OpCode::Constant:
+    case OpCode::Full:
+    case OpCode::Iota:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMax:
+    case OpCode::ReduceMin:
+    case OpCode::ReduceMean:
+    case OpCode::ReduceProd:
+    case OpCode::Reshape:
+    case OpCode::Transpose:
+    case OpCode::BroadcastTo:
+    case OpCode::Slice:
+    case OpCode::Concat:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
+    case OpCode::LayerNorm:
+    case OpCode::RmsNorm:
+    case OpCode::Gelu:
+    case OpCode::Silu: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("llvm emitter: {} is not an elementwise op", ir::opName(in.op)));
