@@ -145,10 +145,6 @@
 
 namespace stitch::rt {
 
-// Key hashes and payload checksums are FNV-1a 64 (support/hash.h); the using-declaration keeps
-// the name rt::fnv1a64 that callers outside the runtime spell.
-using stitch::fnv1a64;
-
 // The identity of a compiled artifact: named parts, each the canonical bytes of one thing the
 // compiled code depends on (the kernel program's serialization, each target attribute, the
 // options, the compiler's version, ...), in the order the key builder adds them, then the library

@@ -15,6 +15,7 @@
 #include "api/api_dlpack.h"
 #include "api/api_internal.h"
 #include "driver/driver.h"
+#include "support/hash.h"
 #include "fusion/explain.h"
 #include "ir/signature.h"
 #include "reference/interpreter.h"
@@ -60,7 +61,7 @@ std::string signatureKey(std::span<const reference::TensorView> inputs) {
 // LLVM IR before optimization ("llvm"): exactly what the backend compiles.
 void dump(const stitch_program_s& p, const std::string& key, const driver::Build& b) {
   const api::EngineConfig& c = *p.config;
-  const uint64_t h = rt::fnv1a64(key);
+  const uint64_t h = fnv1a64(key);
   auto write = [&](const char* what, const std::string& suffix, const std::string& text) {
     std::string path = fmt::format("{}/{}.{:016x}.{}", c.dumpDir, p.graph.name(), h, suffix);
     std::ofstream f(path);

@@ -2,6 +2,7 @@
 #include "driver/keys.h"
 
 #include "lower/serialize.h"
+#include "support/hash.h"
 
 namespace stitch::driver {
 
@@ -17,7 +18,7 @@ uint64_t deviceHeadersDigest() {
       w.string(h.name);
       w.string(h.text);
     }
-    return rt::fnv1a64(w.bytes());
+    return fnv1a64(w.bytes());
   }();
   return digest;
 }
