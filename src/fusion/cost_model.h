@@ -58,7 +58,9 @@ struct KernelSummary {
   int64_t expensiveOps = 0;
   int64_t recomputeCheapOps = 0;  // extra work from recomputing values instead of storing them
   int64_t recomputeExpensiveOps = 0;
-  // Launch geometry.
+  // Launch geometry. On a GPU profile the group analysis (group.cpp) fills blocks and
+  // threadsPerBlock with the launch the emitter uses (lower/launch.h: for a kernel of several
+  // phases the cooperative launch; the 16-byte aligned variant).
   int64_t blocks = 1;
   int threadsPerBlock = 1;
   int64_t sharedMemoryPerBlock = 0;  // bytes

@@ -5,6 +5,8 @@
 
 #include "fusion/cost_model.h"
 #include "ir/signature.h"
+#include "lower/kernel_program.h"
+#include "lower/launch.h"
 #include "support/checked.h"
 #include "support/error.h"
 
@@ -369,6 +371,19 @@ void Analyzer::layOut(Kernel& k) {
   }
 }
 
+// On a GPU profile a kernel is priced on the launch that runs: the candidate is lowered and its
+// launch decided as the emitter will use it (lower/launch.h: for several phases, the cooperative
+// launch). layOut's guess still names the mapping's width and feeds countWork's register and
+// shared-memory estimates; its grid and block are replaced here.
+void priceLaunch(const PlanContext& ctx, Kernel& k) {
+  if (!ctx.hw.isGpu) return;
+  const lower::LaunchTarget target = lower::launchTarget(ctx.hw);
+  const lower::PricedLaunch launch =
+      lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
+  k.summary.blocks = k.mapping.blocks = launch.blocks;
+  k.summary.threadsPerBlock = k.mapping.threadsPerBlock = launch.threadsPerBlock;
+}
+
 Scheme communicationScheme(const Mapping& m) {
   switch (m.width) {
     case RowWidth::Thread: return Scheme::Local;
@@ -561,6 +576,7 @@ bool Analyzer::run(Kernel& k) {
     k.outputs.push_back(n);
   }
   countWork(k);
+  priceLaunch(ctx_, k);
   k.cost = estimateKernel(k.summary, ctx_.hw);
   if (!k.cost.feasible) return fail([&] { return k.cost.infeasibleReason; });
   return true;
@@ -630,6 +646,7 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
   }
   std::sort(k.nodes.begin(), k.nodes.end());
   k.mapping.blocks = s.blocks;
+  priceLaunch(ctx, k);
   k.cost = estimateKernel(s, ctx.hw);
   return k;
 }

@@ -14,7 +14,9 @@
 // through a shared-memory tile is not formed by this planner. A set whose ops split into
 // independent parts is packed horizontally when every part is a valid kernel on its own.
 // The result carries the mapping, the scheme of every internal edge, the traffic and work
-// (KernelSummary) and its cost; or the reason it cannot be one kernel.
+// (KernelSummary) and its cost; or the reason it cannot be one kernel. On a GPU profile the
+// candidate is lowered so that its grid and block are the launch the emitter will use
+// (lower/launch.h), and that is what the cost prices.
 #pragma once
 
 #include <string>

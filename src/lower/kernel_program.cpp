@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "ir/signature.h"
+#include "lower/launch.h"
 #include "lower/split_rows.h"
 #include "support/checked.h"
 #include "support/error.h"
@@ -626,7 +627,16 @@ std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& 
 }  // namespace
 
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b) {
-  std::vector<Dims> shapes = ir::concreteShapes(g, b);
+  return lowerKernelWithShapes(g, k, ir::concreteShapes(g, b), nullptr);
+}
+
+KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b,
+                          const LaunchTarget& target) {
+  return lowerKernelWithShapes(g, k, ir::concreteShapes(g, b), &target);
+}
+
+KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
+                                    const std::vector<Dims>& shapes, const LaunchTarget* launch) {
   KernelProgram prog;
   prog.name = "kernel";
   std::map<int, int> paramOf;  // node -> param
@@ -744,6 +754,8 @@ KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir:
     ++partNo;
   }
   splitLongRows(prog);
+  // The planner prices the aligned variant, the runtime's default (launch.h).
+  if (launch) scheduleLaunch(prog, *launch, /*aligned=*/true);
   return prog;
 }
 

@@ -101,12 +101,33 @@ struct Stage {
   Block body;
 };
 
+// The machine facts a GPU launch depends on (lower/launch.h).
+struct LaunchTarget {
+  int warpSize = 32;
+  int processors = 1;  // SMs or CUs: caps grid-stride grids
+  int maxThreadsPerBlock = 1024;
+};
+
 // The parallel levels of a phase. The host uses `units` only (a task runs a range of units).
+// The GPU launch fields are filled by scheduleLaunch (lower/launch.h), which the planner prices
+// and the CUDA/HIP emitter reads; `processors` is 0 until then.
 struct Levels {
   int64_t units = 0;        // grid: independent units
-  int threadsPerBlock = 1;  // block
+  int threadsPerBlock = 1;  // block (the same in every phase of a kernel)
   int warpSize = 1;         // warp
   int64_t elementsPerThread = 1;
+  int64_t blocks = 0;          // the grid this phase wants when launched alone
+  int vectorWidth = 1;         // V: elements per group (16 bytes where the accesses allow)
+  int lanes = 1;               // reduce: threads per unit, a power of two
+  int unitsPerBlock = 1;       // reduce: units a block runs at once
+  int64_t items = 1;           // reduce: groups of V each lane walks along the row
+  bool unrolled = false;       // reduce: the items loop is unrolled, loads kept in registers
+  bool rowMajor = true;        // reduce: lanes adjacent along the row; false: column tiles
+  bool index64 = false;        // the kernel needs 64-bit index arithmetic
+  int sharedBytes = 0;         // the kernel's static shared memory (max over its phases)
+  int processors = 0;          // the LaunchTarget decided for (with warpSize, maxThreadsPerBlock)
+  int maxThreadsPerBlock = 0;  //
+  bool aligned = false;        // decided for 16-byte aligned buffers (vector accesses allowed)
 };
 
 struct Phase {
@@ -139,6 +160,15 @@ struct KernelProgram {
 
 // Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`.
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b);
+// The same, with the GPU launch of every phase decided for `target` (the aligned variant) and
+// stored in Phase::levels (lower/launch.h).
+KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b,
+                          const LaunchTarget& target);
+// The same from the concrete shape of every node of g (ir::concreteShapes), as the planner has
+// them; `target` may be null (no launch decided).
+KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
+                                    const std::vector<std::vector<int64_t>>& shapes,
+                                    const LaunchTarget* target);
 
 // Human-readable text of a program, for dumps and tests.
 std::string printProgram(const KernelProgram& p);

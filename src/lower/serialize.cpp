@@ -83,11 +83,25 @@ void write(CanonicalWriter& w, const Stage& x) {
 }
 
 void write(CanonicalWriter& w, const Levels& x) {
-  const auto& [units, threadsPerBlock, warpSize, elementsPerThread] = x;
+  const auto& [units, threadsPerBlock, warpSize, elementsPerThread, blocks, vectorWidth, lanes,
+               unitsPerBlock, items, unrolled, rowMajor, index64, sharedBytes, processors,
+               maxThreadsPerBlock, aligned] = x;
   w.integer(units);
   w.integer(threadsPerBlock);
   w.integer(warpSize);
   w.integer(elementsPerThread);
+  w.integer(blocks);
+  w.integer(vectorWidth);
+  w.integer(lanes);
+  w.integer(unitsPerBlock);
+  w.integer(items);
+  w.boolean(unrolled);
+  w.boolean(rowMajor);
+  w.boolean(index64);
+  w.integer(sharedBytes);
+  w.integer(processors);
+  w.integer(maxThreadsPerBlock);
+  w.boolean(aligned);
 }
 
 void write(CanonicalWriter& w, const Phase& x) {

@@ -67,8 +67,10 @@ const Expectation kOneKernel[] = {
     {"bias_gelu_residual.stitch", "bias_gelu_tanh"},
     {"batchnorm_relu.stitch", "batchnorm_relu"},
     {"adam_step.stitch", "adam_step"},
-    {"column_reduction.stitch", "center_columns"},
-    {"column_reduction.stitch", "batchnorm_train"},
+    // Not the column reductions at N=4096 (column_reduction.stitch): priced on the launch the
+    // emitter uses (lower/launch.h: one block per 32 columns, rows not split across blocks),
+    // center_columns fuses into 32 blocks and batchnorm_train into 2 on 132 SMs, slower than
+    // keeping the elementwise consumers apart. See ColumnReductionsArePricedOnTheirTiles.
     {"middle_softmax.stitch", "softmax_channels"},
     {"middle_softmax.stitch", "log_softmax_channels"},
 };
@@ -89,6 +91,21 @@ TEST(PlannerExamples, StitchMakesOneKernel) {
     EXPECT_LT(p.time, p.unfusedTime) << e.graph;
     EXPECT_LT(p.bytes, p.unfusedBytes) << e.graph;
   }
+}
+
+// The column-tile launch (lower/launch.h) gives a block to each 32 columns and does not split
+// the reduced rows across blocks: at N=4096 center_columns' 1024 columns make 32 blocks. The
+// plan prices that launch, so fusing the elementwise consumer into it does not pay, and the
+// reduction keeps its own kernel with the launch the emitter produces.
+TEST(PlannerExamples, ColumnReductionsArePricedOnTheirTiles) {
+  auto col = example("column_reduction.stitch");
+  Plan c = plan(find(col, "center_columns"), Mode::Stitch);
+  ASSERT_EQ(c.kernels.size(), 2u);
+  EXPECT_EQ(c.kernels[0].mapping.kind, MappingKind::ColumnReduce);
+  EXPECT_EQ(c.kernels[0].summary.blocks, 1024 / 32);
+  EXPECT_LE(c.time, c.unfusedTime);
+  ASSERT_FALSE(c.cuts.empty());
+  EXPECT_NE(c.cuts[0].reason.find("does not pay"), std::string::npos) << c.cuts[0].reason;
 }
 
 TEST(PlannerExamples, BasicSplitsAtReductions) {
@@ -126,7 +143,7 @@ TEST(PlannerExamples, SchemesFollowTheMapping) {
   // The column reduction stitches through shared memory in column tiles.
   auto col = example("column_reduction.stitch");
   Plan c = plan(col[0], Mode::Stitch);
-  ASSERT_EQ(c.kernels.size(), 1u);
+  ASSERT_FALSE(c.kernels.empty());
   EXPECT_EQ(c.kernels[0].mapping.kind, MappingKind::ColumnReduce);
   auto mid = example("middle_softmax.stitch");
   EXPECT_EQ(plan(mid[0], Mode::Stitch).kernels[0].mapping.kind, MappingKind::MiddleReduce);

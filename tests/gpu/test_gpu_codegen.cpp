@@ -18,11 +18,13 @@
 #include "codegen/gpu/cstyle_emitter.h"
 #include "common/sweep.h"
 #include "driver/driver.h"
+#include "fusion/cost_model.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
 #include "ir/printer.h"
 #include "lower/kernel_program.h"
+#include "lower/launch.h"
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
@@ -199,6 +201,59 @@ TEST(GpuEmitter, EntriesAndDeterminism) {
       }
     }
   }
+}
+
+// One schedule (issue 12): the launch the planner priced is the launch the emitter produces. For
+// a one-phase kernel that is the phase's grid and block; for several phases the cooperative
+// entry's (the common block, the largest phase grid: lower/launch.h). The plan prices the aligned
+// variant, emitGpuKernel's default. Checked on every example (stitch and off, two sizes) and
+// seeded random graphs for the three GPU profiles, through both lowerings: the plain one (the
+// emitter decides the launch) and the one that stores the launch in the program's levels (the
+// emitter reads them).
+TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
+  std::vector<gputest::NamedGraph> graphs = gputest::exampleGraphs({64, 333});
+  const int count = stitch::testing::sweepCount(300);
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(count); ++seed)
+    graphs.push_back(gputest::randomNamedGraph(seed));
+  int kernels = 0, multiPhase = 0;
+  for (const char* arch : {"sm_90", "sm_80", "gfx90a"}) {
+    const codegen::GpuTarget t = codegen::gpuTarget(arch);
+    const fusion::HardwareProfile hw =
+        *fusion::findProfile(std::string(codegen::costProfileName(t)));
+    for (const gputest::NamedGraph& ng : graphs) {
+      ir::Graph g = passes::runPasses(ng.graph);
+      for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
+        fusion::PlannerOptions o;
+        o.mode = mode;
+        fusion::Plan plan = fusion::planGraph(g, ng.bindings, hw, o);
+        for (size_t i = 0; i < plan.kernels.size(); ++i) {
+          const fusion::Kernel& k = plan.kernels[i];
+          const std::string what = ng.name + " " + arch + " mode " +
+                                   std::string(fusion::modeName(mode)) + " kernel " +
+                                   std::to_string(i);
+          lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
+          codegen::GpuKernelSource src = codegen::emitGpuKernel(p, t);
+          const bool several = src.phases.size() > 1;
+          const codegen::GpuLaunch& launched = several ? src.cooperative : src.phases.at(0);
+          ++kernels;
+          multiPhase += several;
+          EXPECT_EQ(k.summary.blocks, launched.grid) << what;
+          EXPECT_EQ(k.summary.threadsPerBlock, launched.block) << what;
+          EXPECT_EQ(k.mapping.blocks, launched.grid) << what;
+          EXPECT_EQ(k.mapping.threadsPerBlock, launched.block) << what;
+          EXPECT_EQ(k.cost.time, fusion::estimateKernel(k.summary, hw).time) << what;
+          // Lowered with the launch decided: the levels hold it and the emitter reads them.
+          lower::KernelProgram q = lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
+          EXPECT_TRUE(lower::launchDecidedFor(q, codegen::launchTarget(t), true)) << what;
+          EXPECT_EQ(lower::pricedLaunch(q).blocks, launched.grid) << what;
+          EXPECT_EQ(lower::pricedLaunch(q).threadsPerBlock, launched.block) << what;
+          EXPECT_EQ(codegen::emitGpuKernel(q, t).source, src.source) << what;
+        }
+      }
+    }
+  }
+  std::cout << kernels << " kernels checked, " << multiPhase << " with several phases\n";
+  EXPECT_GT(multiPhase, 0);
 }
 
 TEST(GpuEmitter, UnknownTargetIsAnError) {

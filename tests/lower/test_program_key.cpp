@@ -150,12 +150,26 @@ const char* mutate(Accumulator& x, int i) {
 }
 
 const char* mutate(Levels& x, int i) {
-  auto& [units, threadsPerBlock, warpSize, elementsPerThread] = x;
+  auto& [units, threadsPerBlock, warpSize, elementsPerThread, blocks, vectorWidth, lanes,
+         unitsPerBlock, items, unrolled, rowMajor, index64, sharedBytes, processors,
+         maxThreadsPerBlock, aligned] = x;
   switch (i) {
     case 0: return bump(units), "Levels::units";
     case 1: return bump(threadsPerBlock), "Levels::threadsPerBlock";
     case 2: return bump(warpSize), "Levels::warpSize";
     case 3: return bump(elementsPerThread), "Levels::elementsPerThread";
+    case 4: return bump(blocks), "Levels::blocks";
+    case 5: return bump(vectorWidth), "Levels::vectorWidth";
+    case 6: return bump(lanes), "Levels::lanes";
+    case 7: return bump(unitsPerBlock), "Levels::unitsPerBlock";
+    case 8: return bump(items), "Levels::items";
+    case 9: return bump(unrolled), "Levels::unrolled";
+    case 10: return bump(rowMajor), "Levels::rowMajor";
+    case 11: return bump(index64), "Levels::index64";
+    case 12: return bump(sharedBytes), "Levels::sharedBytes";
+    case 13: return bump(processors), "Levels::processors";
+    case 14: return bump(maxThreadsPerBlock), "Levels::maxThreadsPerBlock";
+    case 15: return bump(aligned), "Levels::aligned";
     default: return nullptr;
   }
 }

@@ -1,32 +1,18 @@
-// The GPU schedule of a kernel program: how each phase's units and loops map onto threads.
+// The GPU schedule of a kernel program, as the CUDA/HIP emitter reads it.
 //
-// Design note. A KernelProgram says what a unit computes (one row of the dominant reduction, or
-// a chunk of a loop); the schedule decides who computes it, per phase:
+// Design note. The launch (block, grid, vector width, lanes and units per block, items, unrolled,
+// 64-bit indexing, shared memory: per phase) is decided once, in lower/launch.h, and stored in
+// the program's Phase::levels; that is the launch the planner priced (launch.h says what is
+// priced for several phases). This module only gathers it for the emitter and adds what is
+// specific to the printed code: which loads and stores are vector accesses.
 //
-//   loop phase     each thread takes V consecutive elements (V * element size = 16 bytes where
-//                  the accesses allow), grid-stride over the domain; the grid is capped at a few
-//                  waves of the machine.
-//   reduce phase,  when the innermost non-trivial axis is reduced (row-contiguous): TK lanes per
-//   row mapping    row walk it V elements at a time. Short rows: TK <= warp, several rows per
-//                  block ("warp per row", segmented shuffles). Long rows: TK = the block ("block
-//                  per row": shuffles, then shared memory).
-//   reduce phase,  when an outer axis is reduced (adjacent units are adjacent in memory): a block
-//   column tiles   owns UX = warp-size units and TK lanes per unit walk the row with stride TK
-//                  (a warp reads UX consecutive addresses: coalesced); partials meet in shared
-//                  memory. This covers column and middle-axis reductions.
-//
-// Each lane of a reduce phase walks `items` groups of V elements. When `items` is small the walk
-// is fully unrolled and every value loaded in one stage is kept in registers for the later
-// stages (AStitch's register stitching: a layer norm reads its row from DRAM once, not three
-// times); otherwise later stages re-read the row, which then mostly hits L1/L2.
-//
-// Every phase of a kernel uses the same block size, so that the phases can also run as one
-// cooperative kernel with grid barriers between them. Index arithmetic is 32-bit when every
-// index of the kernel fits (divisions by constants are several times cheaper), else 64-bit.
+// When the program's levels were decided for other machine facts (a device with another SM
+// count) or for the other alignment variant, the same decision (lower::decideLaunch) is made
+// here for this target; the program is not changed.
 //
 // Vector accesses: an access (load or store) is vectorized when its index is unit-stride over
-// the V elements of a group and provably a multiple of V at the group's start (indexKind /
-// divisibility below), and the kernel's buffers are 16-byte aligned (a run-time fact the caller
+// the V elements of a group and provably a multiple of V at the group's start (lower::
+// analyzeIndices), and the kernel's buffers are 16-byte aligned (a run-time fact the caller
 // states: it is part of the kernel cache key).
 #pragma once
 
@@ -37,18 +23,6 @@
 #include "lower/kernel_program.h"
 
 namespace stitch::codegen {
-
-// How an index instruction behaves over the V elements of a group starting at loop index k0
-// (a multiple of V): the same for all of them, k0-relative unit stride, or anything else.
-enum class IndexKind { Invariant, Unit, Other };
-
-struct IndexInfo {
-  IndexKind kind = IndexKind::Other;
-  int64_t divisor = 1;  // a known divisor of the index's value at k0
-};
-
-// Per instruction of `ph`, for groups of `vec` elements.
-std::vector<IndexInfo> analyzeIndices(const lower::Phase& ph, int vec);
 
 struct PhaseSchedule {
   bool reduce = false;
@@ -70,7 +44,11 @@ struct KernelSchedule {
   std::vector<PhaseSchedule> phases;
 };
 
-// Schedules `p` for `target`; `aligned`: every buffer's base pointer is 16-byte aligned.
+// The launch facts of a code generation target.
+lower::LaunchTarget launchTarget(const GpuTarget& target);
+
+// The schedule of `p` for `target`: its levels when decided for (target, aligned), else the same
+// decision made here. `aligned`: every buffer's base pointer is 16-byte aligned.
 KernelSchedule scheduleKernel(const lower::KernelProgram& p, const GpuTarget& target, bool aligned);
 
 }  // namespace stitch::codegen
