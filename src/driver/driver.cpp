@@ -10,6 +10,7 @@
 #include "driver/keys.h"
 #include "fusion/planner.h"
 #include "ir/printer.h"
+#include "lower/launch.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
 #include "runtime/gpu/device_compiler.h"
@@ -128,6 +129,14 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
   if (isGpu(target.kind)) name = codegen::costProfileName(gpuTargetOf(target));
   auto profile = fusion::findProfile(name);
   STITCH_INTERNAL(profile.has_value(), "no hardware profile '{}'", name);
+  // The emitter's machine (what a device measured, else its arch's nominal figures) replaces the
+  // family's, so that the planner prices the launch the emitter makes for this very device: both
+  // decide it from these facts (lower/launch.h).
+  if (isGpu(target.kind)) {
+    const codegen::GpuTarget g = gpuTargetOf(target);
+    profile->processors = g.smCount;
+    profile->warpSize = g.warpSize;
+  }
   return *profile;
 }
 
@@ -137,7 +146,8 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   out.bindings = bindings;
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
-  out.plan = fusion::planGraph(optimized, bindings, profileFor(target), planner);
+  const fusion::HardwareProfile profile = profileFor(target);
+  out.plan = fusion::planGraph(optimized, bindings, profile, planner);
   log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", optimized.name(),
               target.arch, fusion::modeName(options.mode), out.plan.kernels.size(),
               optimized.numOps());
@@ -148,7 +158,11 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   a.external.assign(optimized.inputs().begin(), optimized.inputs().end());
   a.external.insert(a.external.end(), optimized.outputs().begin(), optimized.outputs().end());
   for (const fusion::Kernel& k : out.plan.kernels) {
-    out.programs.push_back(lower::lowerKernel(optimized, k, bindings));
+    // GPU programs carry the launch the planner priced (Phase::levels, lower/launch.h), decided
+    // for the same machine facts; the emitter prints that launch.
+    out.programs.push_back(isGpu(target.kind) ? lower::lowerKernel(optimized, k, bindings,
+                                                                   lower::launchTarget(profile))
+                                              : lower::lowerKernel(optimized, k, bindings));
     a.kernels.push_back(emitKernel(out.programs.back(), target));
   }
   // Labels of the values the kernels touch, for messages about their memory.
@@ -183,8 +197,8 @@ rt::Target namedTarget(const std::string& name) {
 rt::Target offlineTarget(const std::string& name, std::string* why) {
   rt::Target t = namedTarget(name);
   if (t.kind == rt::BackendKind::Cpu) return rt::requireBackend(rt::BackendKind::Cpu).target();
-  rt::gpu::DeviceCompiler* c = t.kind == rt::BackendKind::Hip ? rt::gpu::hiprtcCompiler(why)
-                                                               : rt::gpu::nvrtcCompiler(why);
+  rt::gpu::DeviceCompiler* c =
+      t.kind == rt::BackendKind::Hip ? rt::gpu::hiprtcCompiler(why) : rt::gpu::nvrtcCompiler(why);
   if (c) t.compiler = rt::gpu::compilerId(*c, t.arch);
   return t;
 }

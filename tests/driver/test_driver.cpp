@@ -9,6 +9,7 @@
 // text defines. A second build is identical (keys, text), and Stage::Plan stops at the plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "codegen/gpu/cstyle_emitter.h"
@@ -112,6 +113,17 @@ TEST(Driver, EveryExampleIsBuiltOncePerKernelForEveryTarget) {
           EXPECT_EQ(a.phases[i].numInputs, p.phases[i].numInputs) << what;
         }
         ASSERT_EQ(a.forms.size(), t.kind == rt::BackendKind::Cpu ? 1u : 2u) << what;
+        if (t.kind != rt::BackendKind::Cpu) {
+          // What the cost model priced is what runs (lower/launch.h): the block, and the grid
+          // (several phases: the largest, the cooperative launch's).
+          const fusion::KernelSummary& priced = b.plan.kernels[k].summary;
+          int64_t grid = 0;
+          for (const rt::EntryPoint& e : a.forms[0].phases) {
+            EXPECT_EQ(e.block, priced.threadsPerBlock) << what << " kernel " << k;
+            grid = std::max(grid, e.grid);
+          }
+          EXPECT_EQ(grid, priced.blocks) << what << " kernel " << k;
+        }
         for (size_t f = 0; f < a.forms.size(); ++f) {
           expectForm(p, t, a.forms[f], f, what + " kernel " + std::to_string(k));
           keys.insert(a.forms[f].key.canonical());
