@@ -337,7 +337,11 @@ class KernelCache {
  public:
   // disk may be null (memory only).
   KernelCache(size_t memoryCapacity, std::unique_ptr<DiskCache> disk)
-      : memory_(memoryCapacity), disk_(std::move(disk)) {}
+      : memory_(memoryCapacity), disk_(std::move(disk)) {
+    // The destructor logs: the logger (a function-local static) must be made first, so that it
+    // is destroyed after a process-wide cache (statics die in reverse order of construction).
+    (void)log();
+  }
   // Memory layer of the given capacity, disk layer from the environment.
   static std::unique_ptr<KernelCache> fromEnv(size_t memoryCapacity) {
     return std::make_unique<KernelCache>(memoryCapacity, DiskCache::fromEnv());
