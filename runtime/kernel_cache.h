@@ -25,12 +25,12 @@
 //     or a development build whose lowering or emitters changed, may emit different code for the
 //     same program, and old entries must not be reused by it.
 // The builders are hostKernelKey and gpuKernelKey (src/driver/keys.h: the compile driver keys
-// each artifact it emits; backends only read the keys); tests/lower/test_program_key.cpp mutates every program field and
-// every target attribute and option one at a time and checks that the key changes.
-// CacheKey::canonical() concatenates the parts length-prefixed (no choice of contents can make
-// two keys serialize alike). It is the identity: the memory layer's map key and the bytes stored
-// in every file header, compared byte for byte on load. CacheKey::hash() is FNV-1a 64 of it (the
-// same on every machine, compiler and run, which std::hash promises not); it only names the
+// each artifact it emits; backends only read the keys); tests/lower/test_program_key.cpp mutates
+// every program field and every target attribute and option one at a time and checks that the key
+// changes. CacheKey::canonical() concatenates the parts length-prefixed (no choice of contents can
+// make two keys serialize alike). It is the identity: the memory layer's map key and the bytes
+// stored in every file header, compared byte for byte on load. CacheKey::hash() is FNV-1a 64 of it
+// (the same on every machine, compiler and run, which std::hash promises not); it only names the
 // file, so a hash collision reads as a miss, never as another kernel.
 //
 // Two layers (KernelCache::getOrCompile)

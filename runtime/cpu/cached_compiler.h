@@ -55,7 +55,6 @@ class HostCompiler {
   CacheStats stats() const;
   // What the driver generates code for: this JIT's machine and options.
   const Target& target() const { return target_; }
-  OrcJit& jit() { return *jit_; }
 
  private:
   std::unique_ptr<OrcJit> jit_;

@@ -15,10 +15,10 @@
 #include "api/api_dlpack.h"
 #include "api/api_internal.h"
 #include "driver/driver.h"
-#include "support/hash.h"
 #include "fusion/explain.h"
 #include "ir/signature.h"
 #include "reference/interpreter.h"
+#include "support/hash.h"
 #include "support/logging.h"
 
 using namespace stitch;

@@ -27,6 +27,11 @@ namespace {
 
 bool isGpu(rt::BackendKind k) { return k == rt::BackendKind::Cuda || k == rt::BackendKind::Hip; }
 
+// The run-time compiler of a GPU target's kind (nullptr and *why when it cannot be opened).
+rt::gpu::DeviceCompiler* gpuCompiler(rt::BackendKind k, std::string* why) {
+  return k == rt::BackendKind::Hip ? rt::gpu::hiprtcCompiler(why) : rt::gpu::nvrtcCompiler(why);
+}
+
 // The emitter's GPU target: the arch's, with what the device measured.
 codegen::GpuTarget gpuTargetOf(const rt::Target& t) {
   codegen::GpuTarget g = codegen::gpuTarget(t.arch);
@@ -143,7 +148,6 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
 Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::Target& target,
             const Options& options, Stage stage) {
   Build out;
-  out.bindings = bindings;
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
   const fusion::HardwareProfile profile = profileFor(target);
@@ -197,9 +201,8 @@ rt::Target namedTarget(const std::string& name) {
 rt::Target offlineTarget(const std::string& name, std::string* why) {
   rt::Target t = namedTarget(name);
   if (t.kind == rt::BackendKind::Cpu) return rt::requireBackend(rt::BackendKind::Cpu).target();
-  rt::gpu::DeviceCompiler* c =
-      t.kind == rt::BackendKind::Hip ? rt::gpu::hiprtcCompiler(why) : rt::gpu::nvrtcCompiler(why);
-  if (c) t.compiler = rt::gpu::compilerId(*c, t.arch);
+  if (rt::gpu::DeviceCompiler* c = gpuCompiler(t.kind, why))
+    t.compiler = rt::gpu::compilerId(*c, t.arch);
   return t;
 }
 
@@ -213,8 +216,7 @@ CompileReport compileOffline(const rt::KernelArtifact& k, const rt::Target& targ
     return r;
   }
   std::string why;
-  bool amd = target.kind == rt::BackendKind::Hip;
-  rt::gpu::DeviceCompiler* c = amd ? rt::gpu::hiprtcCompiler(&why) : rt::gpu::nvrtcCompiler(&why);
+  rt::gpu::DeviceCompiler* c = gpuCompiler(target.kind, &why);
   STITCH_CHECK(c != nullptr, ErrorCode::BackendUnavailable, "cannot compile for {}: {}",
                target.arch, why);
   rt::gpu::DeviceBinary bin = rt::gpu::compileCode(k.forms.at(0), target.arch, *c);

@@ -57,8 +57,7 @@ enum class Stage {
 
 // A graph built for one target under one input signature.
 struct Build {
-  ir::Bindings bindings;
-  fusion::Plan plan;
+  fusion::Plan plan;                           // plan.bindings: the sizes it was built for
   std::vector<lower::KernelProgram> programs;  // per kernel of the plan (Stage::Emit)
   rt::ProgramArtifact artifact;                // the same kernels as code (Stage::Emit)
 };
