@@ -688,6 +688,10 @@ class Program:
                             len(out_views), stream))
         return list(outputs)
 
+    def run_torch(self, inputs: Sequence[Any], stream: Optional[int] = None) -> List[Any]:
+        """Runs on PyTorch tensors (compact, on one device) and returns new output tensors."""
+        return self.run(inputs, None, stream=stream)
+
     __call__ = lambda self, *inputs: _single(self.run(inputs))  # noqa: E731
 
     def _allocate(self, inputs, views):
@@ -742,3 +746,4 @@ def compile(graph: Union[Graph, str], backend: str = "auto", **options: str) -> 
     if isinstance(graph, str):
         graph = parse(graph)
     return Program(engine(backend=backend, **options), graph)
+

@@ -1,0 +1,36 @@
+"""PyTorch hook: run the memory-bound parts of a model through Stitch, the rest through PyTorch.
+
+Two front ends share one partitioner:
+
+* ``torch.compile(model, backend="stitch")`` (PyTorch 2.x, the main path): Dynamo graphs, traced
+  by AOTAutograd to aten forward and backward graphs, so training works; symbolic sizes become
+  Stitch symbols. See _compile.
+* ``stitch.torch.optimize(module_or_fn)`` (also PyTorch 1.13): ``torch.fx.symbolic_trace``,
+  inference only; returns an ``nn.Module`` sharing the original's state. See _module.
+
+Layout of the package, down the data flow:
+
+    _compile (Dynamo/AOTAutograd entry)   _module (optimize, fx.symbolic_trace)
+          |  _aten_ops (aten converters)       |  _fx_ops (torch-level converters)
+          +----------------+-------------------+
+                           v
+                _partition (support check, pieces, rewrite)  -> _builder (Stitch graphs)
+                           v
+                _piece (a Stitch program at run time)       -> stitch (the C API binding)
+                _report (what was replaced, what fell back and why)
+
+``STITCH_DISABLE=1`` makes ``optimize`` return its argument untouched and the compile backend
+return the graph unchanged. Partition decisions are logged at INFO on the ``stitch.torch`` logger.
+"""
+
+from __future__ import annotations
+
+from ._compile import register as _register_backend
+from ._module import StitchModule, optimize, supported_ops
+from ._report import (CompileReport, GraphReport, StitchReport, all_reports, clear_reports,
+                      last_report)
+
+__all__ = ["optimize", "StitchModule", "supported_ops", "last_report", "all_reports",
+           "clear_reports", "CompileReport", "GraphReport", "StitchReport"]
+
+_register_backend()

@@ -1,0 +1,579 @@
+"""Converters of the torch.compile path: one per aten op (keyed by overload packet) that
+AOTAutograd leaves in a forward, backward or inference graph after the decompositions of
+_compile (which turn the backward ops of norms and activations into the elementwise ops and
+reductions below).
+
+Types. Arithmetic is done in the dtype of the result, as PyTorch's type promotion makes it;
+comparisons in the promoted dtype of their operands. A size in a ``shape`` argument may be a
+symbol (a SymInt node, whose meta is the symbol's name); a symbolic value anywhere else (a slice
+start, a constant) is Unsupported, so the node stays in PyTorch. Every converter's result is
+checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
+costs a fallback, not a wrong answer.
+
+Random ops (``native_dropout``) stay in PyTorch, which draws the mask: the IR has no random op
+yet. Matmuls, convolutions, attention kernels, embeddings and anything unmapped stay too.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from typing import Any, List
+
+import torch
+import torch.fx as fx
+
+from ._builder import Builder
+from ._common import BIG, ConverterTable, Unsupported, arg, tensor_meta
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+TABLE = ConverterTable()
+_register = TABLE.register
+
+
+def _out(b: Builder, n: fx.Node) -> torch.dtype:
+    return b.out_meta(n).dtype
+
+
+def _promoted(b: Builder, args) -> torch.dtype:
+    """The dtype PyTorch computes a comparison (or select) in: promotion of the tensor operands
+    (0-dim tensors and Python numbers only widen the category, as in PyTorch)."""
+    metas = [m for m in (tensor_meta(a) for a in args) if m is not None]
+    if not metas:
+        raise Unsupported("no tensor operand")
+    full = [m.dtype for m in metas if m.rank > 0]
+    zero = [m.dtype for m in metas if m.rank == 0]
+    dt = functools.reduce(torch.promote_types, full or zero)
+    if full and zero:
+        z = functools.reduce(torch.promote_types, zero)
+        if z.is_floating_point and not dt.is_floating_point:
+            dt = z
+    py = [b.scalar(a) for a in args if tensor_meta(a) is None]
+    if not dt.is_floating_point and any(isinstance(x, float) for x in py):
+        dt = torch.get_default_dtype()
+    return dt
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+
+def _alpha(b: Builder, n: fx.Node, v: int, dt: torch.dtype) -> int:
+    alpha = n.kwargs.get("alpha", 1)
+    if alpha == 1:
+        return v
+    return b.op("mul", v, b.const(alpha, dt))
+
+
+@_register(aten.add)
+def _add(b, n, _m):
+    dt = _out(b, n)
+    return b.op("add", b.operand(n.args[0], dt), _alpha(b, n, b.operand(n.args[1], dt), dt))
+
+
+@_register(aten.sub)
+def _sub(b, n, _m):
+    dt = _out(b, n)
+    return b.op("sub", b.operand(n.args[0], dt), _alpha(b, n, b.operand(n.args[1], dt), dt))
+
+
+@_register(aten.rsub)
+def _rsub(b, n, _m):
+    dt = _out(b, n)
+    return b.op("sub", b.operand(n.args[1], dt), _alpha(b, n, b.operand(n.args[0], dt), dt))
+
+
+@_register(aten.div)
+def _div(b, n, _m):
+    dt = _out(b, n)
+    if not dt.is_floating_point:
+        raise Unsupported("integer division")
+    q = b.op("div", b.operand(n.args[0], dt), b.operand(n.args[1], dt))
+    mode = n.kwargs.get("rounding_mode")
+    if mode is None:
+        return q
+    if mode == "floor":
+        return b.op("floor", q)
+    raise Unsupported("rounding_mode=%r" % (mode,))
+
+
+def _binary(opname: str, floats_only: bool = False):
+    def conv(b, n, _m):
+        dt = _out(b, n)
+        if floats_only and not dt.is_floating_point:
+            raise Unsupported("%s on integers" % opname)
+        return b.op(opname, b.operand(n.args[0], dt), b.operand(n.args[1], dt))
+    return conv
+
+
+_register(aten.mul)(_binary("mul"))
+_register(aten.maximum)(_binary("maximum"))
+_register(aten.minimum)(_binary("minimum"))
+
+
+@_register(aten.pow)
+def _pow(b, n, _m):
+    dt = _out(b, n)
+    if not dt.is_floating_point:
+        raise Unsupported("integer pow")
+    x, e = n.args[0], n.args[1]
+    if tensor_meta(e) is None:
+        e = b.scalar(e)
+        if e == 2:
+            xv = b.operand(x, dt)
+            return b.op("mul", xv, xv)  # exact, as PyTorch's pow(x, 2)
+        if e == 0.5:
+            return b.op("sqrt", b.operand(x, dt))
+        if e == -0.5:
+            return b.op("rsqrt", b.operand(x, dt))
+        if e == 1:
+            return b.operand(x, dt)
+    return b.op("pow", b.operand(x, dt), b.operand(e, dt))
+
+
+def _compare(opname: str):
+    def conv(b, n, _m):
+        a, c = n.args[0], n.args[1]
+        dt = _promoted(b, [a, c])
+        return b.op(opname, b.operand(a, dt), b.operand(c, dt))
+    return conv
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _register(getattr(aten, _name))(_compare(_name))
+
+
+def _logical(opname: str, bool_only: bool):
+    def conv(b, n, _m):
+        if bool_only and _out(b, n) != torch.bool:
+            raise Unsupported("bitwise op on integers")
+        return b.op(opname, b.operand(n.args[0], torch.bool), b.operand(n.args[1], torch.bool))
+    return conv
+
+
+_register(aten.logical_and)(_logical("logical_and", False))
+_register(aten.logical_or)(_logical("logical_or", False))
+_register(aten.bitwise_and)(_logical("logical_and", True))
+_register(aten.bitwise_or)(_logical("logical_or", True))
+
+
+@_register(aten.logical_not, aten.bitwise_not)
+def _logical_not(b, n, _m):
+    if n.target.overloadpacket is aten.bitwise_not and _out(b, n) != torch.bool:
+        raise Unsupported("bitwise not on integers")
+    return b.op("logical_not", b.operand(n.args[0], torch.bool))
+
+
+def _unary(opname: str):
+    def conv(b, n, _m):
+        return b.op(opname, b.operand(n.args[0], _out(b, n)))
+    return conv
+
+
+for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
+              "sin", "cos", "reciprocal", "floor", "ceil", "relu", "silu"):
+    _register(getattr(aten, _name))(_unary(_name))
+
+
+@_register(aten.expm1)
+def _expm1(b, n, _m):
+    dt = _out(b, n)
+    return b.op("sub", b.op("exp", b.operand(n.args[0], dt)), b.const(1.0, dt))
+
+
+@_register(aten.gelu)
+def _gelu(b, n, _m):
+    approx = n.kwargs.get("approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise Unsupported("gelu approximate=%r" % (approx,))
+    return b.op("gelu", b.operand(n.args[0], _out(b, n)), approximate=approx)
+
+
+@_register(aten.clamp, aten.clamp_min, aten.clamp_max)
+def _clamp(b, n, _m):
+    dt = _out(b, n)
+    pk = n.target.overloadpacket
+    lo = hi = None
+    if pk is aten.clamp_min:
+        lo = arg(n, 1, "min")
+    elif pk is aten.clamp_max:
+        hi = arg(n, 1, "max")
+    else:
+        lo, hi = arg(n, 1, "min"), arg(n, 2, "max")
+    v = b.operand(n.args[0], dt)
+    if lo is not None:
+        v = b.op("maximum", v, b.operand(lo, dt))
+    if hi is not None:
+        v = b.op("minimum", v, b.operand(hi, dt))
+    return v
+
+
+@_register(aten.where)
+def _where(b, n, _m):
+    if len(n.args) < 3:
+        raise Unsupported("where(cond) without values")
+    dt = _out(b, n)
+    return b.op("select", b.operand(n.args[0], torch.bool), b.operand(n.args[1], dt),
+                b.operand(n.args[2], dt))
+
+
+@_register(aten.masked_fill)
+def _masked_fill(b, n, _m):
+    dt = _out(b, n)
+    x, mask, value = n.args[0], n.args[1], n.args[2]
+    return b.op("select", b.operand(mask, torch.bool), b.operand(value, dt), b.operand(x, dt))
+
+
+@_register(aten.threshold_backward)
+def _threshold_backward(b, n, _m):
+    # grad where x > threshold, else 0 (ReLU's backward).
+    dt = _out(b, n)
+    grad, x, th = n.args[0], n.args[1], n.args[2]
+    xdt = b.dtype_of(x)
+    keep = b.op("le", b.val(x), b.const(th, xdt))
+    return b.op("select", keep, b.const(0.0, dt), b.operand(grad, dt))
+
+
+@_register(aten.sigmoid_backward)
+def _sigmoid_backward(b, n, _m):
+    dt = _out(b, n)
+    g, y = b.operand(n.args[0], dt), b.operand(n.args[1], dt)
+    return b.op("mul", b.op("mul", g, y), b.op("sub", b.const(1.0, dt), y))
+
+
+@_register(aten.tanh_backward)
+def _tanh_backward(b, n, _m):
+    dt = _out(b, n)
+    g, y = b.operand(n.args[0], dt), b.operand(n.args[1], dt)
+    return b.op("mul", g, b.op("sub", b.const(1.0, dt), b.op("mul", y, y)))
+
+
+@_register(aten._to_copy, prims.convert_element_type)
+def _to_copy(b, n, _m):
+    x = n.args[0]
+    xm, out = tensor_meta(x), b.out_meta(n)
+    if xm is None or xm.device != out.device:
+        raise Unsupported("device transfer")
+    for k in ("layout", "memory_format"):
+        if n.kwargs.get(k) not in (None, torch.strided, torch.preserve_format,
+                                   torch.contiguous_format):
+            raise Unsupported("%s=%s" % (k, n.kwargs[k]))
+    return b.cast(b.val(x), out.dtype)
+
+
+@_register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, layout=True)
+def _identity(b, n, _m):
+    if n.kwargs.get("memory_format") not in (None, torch.contiguous_format,
+                                             torch.preserve_format):
+        raise Unsupported("memory_format")
+    return b.val(n.args[0])
+
+
+@_register(aten.native_dropout)
+def _dropout(b, n, _m):
+    p, train = arg(n, 1, "p"), arg(n, 2, "train")
+    raise Unsupported("random: PyTorch draws the dropout mask (the IR has no random op yet)"
+                      if train is not False and p > 0 else "dropout kept as PyTorch emits it")
+
+
+# -- sources ----------------------------------------------------------------------------------
+
+
+@_register(aten.full)
+def _full(b, n, _m):
+    dims = [b.shape_entry(s) for s in n.args[0]]
+    return b.full(dims, b.scalar(n.args[1]), _out(b, n))
+
+
+@_register(aten.scalar_tensor)
+def _scalar_tensor(b, n, _m):
+    return b.full([], b.scalar(n.args[0]), _out(b, n))
+
+
+@_register(aten.full_like, aten.zeros_like, aten.ones_like)
+def _full_like(b, n, _m):
+    pk = n.target.overloadpacket
+    value = {aten.zeros_like: 0.0, aten.ones_like: 1.0}.get(pk)
+    if value is None:
+        value = b.scalar(n.args[1])
+    return b.full(list(b.out_meta(n).dims), value, _out(b, n))
+
+
+# -- reductions and normalizations ------------------------------------------------------------
+
+
+def _axes(dim: Any, rank: int) -> List[int]:
+    if dim is None:
+        return list(range(rank))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return list(range(rank))  # sum(x, dim=[]) reduces everything, as in PyTorch
+    return sorted({d % rank for d in dims})
+
+
+def _reduce(opname: str):
+    def conv(b, n, _m):
+        x = n.args[0]
+        xm = tensor_meta(x)
+        if xm is None:
+            raise Unsupported("reduction of a non-tensor")
+        dt = _out(b, n)
+        if opname in ("reduce_max", "reduce_min") and xm.dtype != dt:
+            raise Unsupported("amax/amin changing dtype")
+        v = b.operand(x, dt)  # sum(int) is i64 in PyTorch; sum(dtype=) casts first
+        if xm.rank == 0:
+            return v
+        dim = arg(n, 1, "dim")
+        keep = bool(arg(n, 2, "keepdim", False))
+        return b.op(opname, v, axes=_axes(dim, xm.rank), keepdims=keep)
+    return conv
+
+
+_register(aten.sum)(_reduce("reduce_sum"))
+_register(aten.mean)(_reduce("reduce_mean"))
+_register(aten.amax)(_reduce("reduce_max"))
+_register(aten.amin)(_reduce("reduce_min"))
+_register(aten.prod)(_reduce("reduce_prod"))
+
+
+def _reduced_count(b: Builder, xm, axes: List[int]) -> int:
+    return math.prod(xm.static_dim(a) for a in axes)
+
+
+@_register(aten.var_mean, aten.var)
+def _var_mean(b, n, _m):
+    x = n.args[0]
+    xm = tensor_meta(x)
+    dt = _out(b, n) if not isinstance(n.meta["stitch"], list) else n.meta["stitch"][0].dtype
+    if xm is None or not dt.is_floating_point or xm.rank == 0:
+        raise Unsupported("variance of this operand")
+    axes = _axes(arg(n, 1, "dim"), xm.rank)
+    correction = n.kwargs.get("correction", 1)
+    correction = 1 if correction is None else b.scalar(correction)
+    keep = bool(n.kwargs.get("keepdim", False))
+    xv = b.operand(x, dt)
+    mean_k = b.op("reduce_mean", xv, axes=axes, keepdims=True)
+    xc = b.op("sub", xv, mean_k)
+    var = b.op("reduce_mean", b.op("mul", xc, xc), axes=axes, keepdims=keep)
+    if correction != 0:
+        count = _reduced_count(b, xm, axes)
+        var = b.op("mul", var, b.const(count / max(count - correction, 0) if count > correction
+                                       else float("inf"), dt))
+    if n.target.overloadpacket is aten.var:
+        return var
+    mean = mean_k if keep else b.op("reduce_mean", xv, axes=axes, keepdims=False)
+    return [var, mean]
+
+
+def _softmax(opname: str):
+    def conv(b, n, _m):
+        dt = _out(b, n)  # half_to_float gives f32 from f16
+        return b.op(opname, b.operand(n.args[0], dt), axis=int(n.args[1]))
+    return conv
+
+
+_register(aten._softmax)(_softmax("softmax"))
+_register(aten._log_softmax)(_softmax("log_softmax"))
+
+
+@_register(aten._softmax_backward_data)
+def _softmax_backward(b, n, _m):
+    # grad_in = y * (g - sum(g * y, dim))
+    dt = _out(b, n)
+    g, y, dim = b.operand(n.args[0], dt), b.operand(n.args[1], dt), int(n.args[2])
+    s = b.op("reduce_sum", b.op("mul", g, y), axes=[dim], keepdims=True)
+    return b.op("mul", y, b.op("sub", g, s))
+
+
+@_register(aten._log_softmax_backward_data)
+def _log_softmax_backward(b, n, _m):
+    # grad_in = g - exp(y) * sum(g, dim)
+    dt = _out(b, n)
+    g, y, dim = b.operand(n.args[0], dt), b.operand(n.args[1], dt), int(n.args[2])
+    s = b.op("reduce_sum", g, axes=[dim], keepdims=True)
+    return b.op("sub", g, b.op("mul", b.op("exp", y), s))
+
+
+@_register(aten.native_layer_norm)
+def _native_layer_norm(b, n, _m):
+    # (y, mean, rstd); mean and rstd keep the normalized dims as 1s, in the input's dtype.
+    x, shape, w, bias, eps = n.args[0], n.args[1], n.args[2], n.args[3], n.args[4]
+    xm = tensor_meta(x)
+    dt = b.out_meta(n, 0).dtype
+    k = len(shape)
+    axes = list(range(xm.rank - k, xm.rank))
+    xv = b.operand(x, dt)
+    mean = b.op("reduce_mean", xv, axes=axes, keepdims=True)
+    xc = b.op("sub", xv, mean)
+    var = b.op("reduce_mean", b.op("mul", xc, xc), axes=axes, keepdims=True)
+    rstd = b.op("rsqrt", b.op("add", var, b.const(b.scalar(eps), dt)))
+    y = b.op("mul", xc, rstd)
+    if w is not None:
+        y = b.op("mul", y, b.operand(w, dt))
+    if bias is not None:
+        y = b.op("add", y, b.operand(bias, dt))
+    stat = b.out_meta(n, 1).dtype
+    return [y, b.cast(mean, stat), b.cast(rstd, stat)]
+
+
+# -- layout -----------------------------------------------------------------------------------
+
+
+def _shape_list(b: Builder, sizes) -> List[Any]:
+    return [b.shape_entry(s) for s in sizes]
+
+
+@_register(aten.view, aten._unsafe_view, aten.reshape, layout=True)
+def _view(b, n, _m):
+    if len(n.args) == 2 and isinstance(n.args[1], torch.dtype):
+        raise Unsupported("view(dtype) reinterprets bits")
+    return b.op("reshape", b.val(n.args[0]), shape=_shape_list(b, n.args[1]))
+
+
+@_register(aten.permute, layout=True)
+def _permute(b, n, _m):
+    x = b.val(n.args[0])
+    r = len(b.dims_of(x))
+    return b.op("transpose", x, perm=[int(p) % r for p in n.args[1]])
+
+
+@_register(aten.t, aten.transpose, layout=True)
+def _transpose(b, n, _m):
+    x = b.val(n.args[0])
+    r = len(b.dims_of(x))
+    if r < 2:
+        return x
+    d0, d1 = (0, 1) if n.target.overloadpacket is aten.t else (n.args[1] % r, n.args[2] % r)
+    perm = list(range(r))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return b.op("transpose", x, perm=perm)
+
+
+@_register(aten.expand, layout=True)
+def _expand(b, n, _m):
+    x = b.val(n.args[0])
+    dims = b.dims_of(x)
+    sizes = list(n.args[1])
+    lead = len(sizes) - len(dims)
+    shape = []
+    for i, s in enumerate(sizes):
+        if isinstance(s, int) and s == -1:
+            shape.append(dims[i - lead])
+        else:
+            shape.append(b.shape_entry(s))
+    return b.op("broadcast_to", x, shape=shape)
+
+
+@_register(aten.unsqueeze, layout=True)
+def _unsqueeze(b, n, _m):
+    x = b.val(n.args[0])
+    dims = b.dims_of(x)
+    d = n.args[1] % (len(dims) + 1)
+    return b.op("reshape", x, shape=list(dims[:d]) + [1] + list(dims[d:]))
+
+
+@_register(aten.squeeze, layout=True)
+def _squeeze(b, n, _m):
+    x = b.val(n.args[0])
+    dims = b.dims_of(x)
+    which = arg(n, 1, "dim")
+    r = max(len(dims), 1)
+    if which is None:
+        drop = {i for i, s in enumerate(dims) if s == 1}
+    else:
+        drop = {d % r for d in ([which] if isinstance(which, int) else which)
+                if dims and dims[d % r] == 1}
+    return b.op("reshape", x, shape=[s for i, s in enumerate(dims) if i not in drop])
+
+
+def _static(b: Builder, v: Any, what: str) -> int:
+    if isinstance(v, fx.Node):
+        m = v.meta.get("stitch")
+        if isinstance(m, int) and not isinstance(m, bool):
+            return b.scalar(v)
+        raise Unsupported("%s is symbolic" % what)
+    if type(v).__name__ == "SymInt":
+        raise Unsupported("%s is symbolic" % what)
+    return v
+
+
+@_register(aten.slice, layout=True)
+def _slice(b, n, _m):
+    x = b.val(n.args[0])
+    dims = b.dims_of(x)
+    r = len(dims)
+    d = arg(n, 1, "dim", 0) % r
+    start = arg(n, 2, "start", None)
+    end = arg(n, 3, "end", None)
+    step = _static(b, arg(n, 4, "step", 1), "slice step")
+    start = 0 if start is None else _static(b, start, "slice start")
+    end = BIG if end is None or (isinstance(end, int) and end >= BIG // 4) else \
+        _static(b, end, "slice end")
+    if step <= 0:
+        raise Unsupported("non-positive step")
+    starts, ends, steps = [0] * r, [BIG] * r, [1] * r
+    starts[d], ends[d], steps[d] = start, end, step
+    return b.op("slice", x, starts=starts, ends=ends, steps=steps)
+
+
+@_register(aten.select, layout=True)
+def _select(b, n, _m):
+    x = b.val(n.args[0])
+    dims = b.dims_of(x)
+    r = len(dims)
+    d = n.args[1] % r
+    i = _static(b, n.args[2], "select index")
+    starts, ends = [0] * r, [BIG] * r
+    starts[d], ends[d] = i, (i + 1 if i != -1 else BIG)
+    v = b.op("slice", x, starts=starts, ends=ends)
+    return b.op("reshape", v, shape=[s for k, s in enumerate(dims) if k != d])
+
+
+def _split_at(b: Builder, x: int, sizes: List[int], d: int) -> List[int]:
+    r = len(b.dims_of(x))
+    out, start = [], 0
+    for s in sizes:
+        starts, ends = [0] * r, [BIG] * r
+        starts[d], ends[d] = start, start + s
+        out.append(b.op("slice", x, starts=starts, ends=ends))
+        start += s
+    return out
+
+
+@_register(aten.split, aten.split_with_sizes, layout=True)
+def _split(b, n, _m):
+    xm = tensor_meta(n.args[0])
+    d = arg(n, 2, "dim", 0) % xm.rank
+    size = xm.static_dim(d)
+    ss = n.args[1]
+    if isinstance(ss, int):
+        sizes = [min(ss, size - i) for i in range(0, size, ss)] if ss > 0 else []
+    else:
+        sizes = [_static(b, s, "split size") for s in ss]
+    return _split_at(b, b.val(n.args[0]), sizes, d)
+
+
+@_register(aten.cat)
+def _cat(b, n, _m):
+    tensors = [t for t in n.args[0]]
+    dt = _out(b, n)
+    ranks = [tensor_meta(t).rank for t in tensors]
+    r = max(ranks)
+    # PyTorch skips 1-D empty tensors in cat (legacy behaviour); Stitch would reject them.
+    vals = [b.operand(t, dt) for t, k in zip(tensors, ranks)
+            if not (k == 1 and r > 1 and tensor_meta(t).dims == (0,))]
+    d = arg(n, 1, "dim", 0) % r
+    return vals[0] if len(vals) == 1 else b.op("concat", *vals, axis=d)
+
+
+_register(operator.getitem)(lambda b, n, _m: _getitem(b, n))
+
+
+def _getitem(b: Builder, n: fx.Node):
+    x, i = n.args
+    v = b.env.get(x)
+    if not isinstance(v, list):
+        raise Unsupported("indexing a tensor")
+    return v[i]

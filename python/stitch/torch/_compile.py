@@ -1,0 +1,196 @@
+"""``torch.compile(model, backend="stitch")``: the PyTorch 2.x path.
+
+Dynamo captures graphs from arbitrary Python (graph breaks where it must); this backend hands each
+one to AOTAutograd, which traces it to aten ops, applies the decompositions below and splits
+training graphs into a forward and a backward graph with ``min_cut_rematerialization_partition``
+(as Inductor does): cheap elementwise values are recomputed in the backward instead of being saved
+by the forward, which is what a fusing compiler wants, since the recomputation fuses into the
+backward's kernels and the saved tensor would cost a write and a read of memory.
+
+Each aten graph is partitioned (_partition, with the converters of _aten_ops) into Stitch pieces
+and PyTorch ops; nothing runs at compile time: types come from the FakeTensors in
+``node.meta["val"]``.
+
+Shapes. A size Dynamo made symbolic (``dynamic=True``, ``mark_dynamic``, or automatic dynamic
+after a recompile) is a sympy expression; a plain symbol (``s0``) becomes the Stitch symbol of that
+name, any other expression (``s0*s1``, ``s1 - 1``) a Stitch symbol of its own (``e0``, ...) bound
+from the tensors like any symbol. Stitch cannot relate ``e0`` to ``s0`` and ``s1``, so an op that
+would need it (a reshape between ``[s0, s1, 64]`` and ``[e0, 64]``) is refused by the type check
+and stays in PyTorch, where views are free. Sizes PyTorch specializes (0 and 1) arrive as ints.
+Programs are shape-polymorphic: a new size binds new values and reuses the program; nothing runs
+eagerly because a size changed.
+
+Decompositions: PyTorch's own for the backward ops of norms and activations, and the forward of
+batch and group norm, so they arrive as the elementwise ops and reductions Stitch maps (the report
+still names them through ``meta["original_aten"]``). Softmax, log-softmax, layer norm and their
+backward (for softmax) are converted directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any, Dict, List
+
+import torch
+import torch.fx as fx
+
+from ._aten_ops import TABLE
+from ._common import TensorMeta, dense_order, disabled
+from ._partition import Dialect, Partitioner
+from ._report import CompileReport, GraphReport, new_compile_report
+
+log = logging.getLogger("stitch.torch")
+aten = torch.ops.aten
+
+_DECOMPOSED = [
+    "native_layer_norm_backward", "native_group_norm", "native_group_norm_backward",
+    "native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+    "gelu_backward", "silu_backward", "native_dropout_backward", "leaky_relu_backward",
+    "hardtanh_backward", "elu_backward", "mse_loss", "mse_loss_backward", "softplus_backward",
+    "std_mean",
+]
+
+
+def decompositions() -> Dict[Any, Any]:
+    from torch._decomp import get_decompositions
+    ops = [getattr(aten, name) for name in _DECOMPOSED if hasattr(aten, name)]
+    return get_decompositions(ops)
+
+
+def _packet_name(target: Any) -> str:
+    pk = getattr(target, "overloadpacket", None)
+    if pk is not None:
+        return str(pk)
+    return getattr(target, "__name__", str(target))
+
+
+class AtenDialect(Dialect):
+    table = TABLE
+
+    def key(self, gm, n):
+        if n.op != "call_function":
+            return None, None
+        return getattr(n.target, "overloadpacket", n.target), None
+
+    def op_name(self, gm, n):
+        return _packet_name(n.target)
+
+    def origin(self, gm, n):
+        o = n.meta.get("original_aten")
+        return _packet_name(o) if o is not None else self.op_name(gm, n)
+
+
+class _Symbols:
+    """Names Stitch symbols after Dynamo's sympy sizes (see the module note)."""
+
+    def __init__(self, shape_env):
+        self.shape_env = shape_env
+        self.names: Dict[Any, str] = {}
+        self.sizes: Dict[str, int] = {}
+        self.fresh = itertools.count()
+
+    def dim(self, d: Any) -> Any:
+        if isinstance(d, int):
+            return d
+        expr = d.node.expr
+        if expr.is_Integer:
+            return int(expr)
+        name = self.names.get(expr)
+        if name is None:
+            name = str(expr) if expr.is_Symbol and str(expr).isidentifier() else \
+                "e%d" % next(self.fresh)
+            self.names[expr] = name
+            try:
+                hint = d.node.hint if d.node.hint is not None else \
+                    self.shape_env.size_hint(expr)
+                self.sizes[name] = int(hint)
+            except Exception:  # an unbacked size has no hint: the report counts no kernels
+                pass
+        return name
+
+    def hint(self, d: Any) -> int:
+        if isinstance(d, int):
+            return d
+        try:
+            return int(d.node.hint) if d.node.hint is not None else \
+                int(self.shape_env.size_hint(d.node.expr))
+        except Exception:
+            return -1  # no hint (unbacked): dense_order then finds no layout to honour
+
+    def meta(self, v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            order = None
+            if v.layout == torch.strided:
+                order = dense_order([self.hint(s) for s in v.shape],
+                                    [self.hint(s) for s in v.stride()])
+            return TensorMeta([self.dim(s) for s in v.shape], v.dtype, v.device, order=order)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+            return [self.meta(x) if isinstance(x, torch.Tensor) else None for x in v]
+        if isinstance(v, torch.SymInt):
+            return self.dim(v)
+        if isinstance(v, (bool, int, float)):
+            return v
+        return None
+
+
+def _shape_env(gm: fx.GraphModule):
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        fm = getattr(v, "fake_mode", None)
+        if fm is not None and fm.shape_env is not None:
+            return fm.shape_env
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+    return None
+
+
+def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
+    """Partitions one aten graph into Stitch pieces and PyTorch ops."""
+    syms = _Symbols(_shape_env(gm))
+    for n in gm.graph.nodes:
+        n.meta["stitch"] = syms.meta(n.meta.get("val"))
+    p = Partitioner(gm, AtenDialect(), report, param_meta=None, sizes=syms.sizes,
+                    name="stitch_%s" % report.kind)
+    new_gm = p.run()
+    log.info("stitch: %s", "\n".join(report.lines()))
+    return new_gm
+
+
+_graph_ids = itertools.count()
+
+
+def backend(gm: fx.GraphModule, example_inputs: List[Any]):
+    """The "stitch" backend of torch.compile."""
+    if disabled():
+        return gm.forward
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    report: CompileReport = new_compile_report("graph_%d" % next(_graph_ids))
+
+    def compiler(kind: str):
+        def compile_fn(g: fx.GraphModule, _example_inputs):
+            # Boxed: AOTAutograd hands over its argument list, which the graph may free early.
+            return make_boxed_func(compile_graph(g, report.new_graph(kind)))
+        return compile_fn
+
+    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                       inference_compiler=compiler("inference"),
+                       partition_fn=min_cut_rematerialization_partition,
+                       decompositions=decompositions(), keep_inference_input_mutations=True)
+    return aot(gm, example_inputs)
+
+
+def register() -> None:
+    major = int(torch.__version__.split(".")[0])
+    if major < 2:
+        return
+    try:
+        import torch._dynamo as dynamo
+        if "stitch" not in dynamo.list_backends(exclude_tags=()):
+            dynamo.register_backend(name="stitch")(backend)
+    except Exception as e:  # registration is a convenience; optimize() works without it
+        log.warning("stitch: could not register the torch.compile backend: %s", e)

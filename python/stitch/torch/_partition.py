@@ -1,0 +1,404 @@
+"""Partitioning an fx graph into Stitch pieces and PyTorch ops, and rewriting it.
+
+Both front ends end here, each with a Dialect (its converter table, how it names ops, which
+parameters a module reads) and an fx graph whose nodes carry their result type in
+``meta["stitch"]`` (see _common):
+
+1. Support: every node with a converter is tried alone: a one-node Stitch graph is built from its
+   operand types and the type Stitch infers must equal PyTorch's. A node that fails is left to
+   PyTorch with the reason (Stitch's own error message, or the mismatch) in the report, so a
+   converter bug or an unusual argument never becomes a wrong answer, only a fallback.
+2. Partition: supported nodes are merged greedily with their supported producers into maximal
+   connected pieces; a merge is refused if some path would leave the piece and come back (the
+   piece would then depend on itself). Pieces made of layout ops only are left to PyTorch, where
+   views cost nothing.
+3. Programs: each piece becomes one Stitch graph; the fx graph is rewritten so the piece is a
+   single call (a Piece, see _piece) whose results are unpacked for its users. The piece keeps a
+   small fx module of its own nodes to run eagerly when Stitch cannot take a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch.fx as fx
+
+from stitch import StitchError
+
+from ._builder import Builder
+from ._common import ConverterTable, TensorMeta, Unsupported, describe, ident, same_type
+from ._piece import Piece
+from ._report import GraphReport
+
+log = logging.getLogger("stitch.torch")
+
+
+class Dialect:
+    """What a front end tells the partitioner."""
+
+    table: ConverterTable
+    check_grad = False  # pieces run eagerly when autograd needs their graph (the 1.13 path)
+
+    def key(self, gm: fx.GraphModule, n: fx.Node) -> Tuple[Any, Any]:
+        """(converter key, module or None) of a call node."""
+        raise NotImplementedError
+
+    def op_name(self, gm: fx.GraphModule, n: fx.Node) -> str:
+        raise NotImplementedError
+
+    def origin(self, gm: fx.GraphModule, n: fx.Node) -> str:
+        """The op n came from before decomposition (itself when not decomposed)."""
+        return self.op_name(gm, n)
+
+    def module_params(self, gm: fx.GraphModule, n: fx.Node) -> List[str]:
+        """Qualified names of the parameters a converted module reads (passed as inputs)."""
+        return []
+
+    def plan_target(self, devices: set) -> str:
+        return "sm_90" if "cuda" in devices else "host"
+
+
+class ParamNode:
+    """Stands for a module parameter (nn.LayerNorm's weight) read by a converted module; equal by
+    qualified name so the check graph and the piece graph agree."""
+
+    def __init__(self, target: str, gm: fx.GraphModule, meta: TensorMeta):
+        self.target = target
+        self.name = "p_" + target.replace(".", "_")
+        self.meta = {"stitch": meta}
+
+    def __eq__(self, other):
+        return isinstance(other, ParamNode) and other.target == self.target
+
+    def __hash__(self):
+        return hash(("param", self.target))
+
+
+def _tensor_args(n: fx.Node) -> List[fx.Node]:
+    return [a for a in n.all_input_nodes
+            if isinstance(a.meta.get("stitch"), (TensorMeta, list))]
+
+
+def _is_tuple_element(n: fx.Node) -> bool:
+    return n.target is operator.getitem and isinstance(n.args[0], fx.Node) and \
+        isinstance(n.args[0].meta.get("stitch"), list)
+
+
+class Partitioner:
+    def __init__(self, gm: fx.GraphModule, dialect: Dialect, report: GraphReport,
+                 param_meta: Callable[[str], TensorMeta], sym: Optional[Dict[int, str]] = None,
+                 sizes: Optional[Dict[str, int]] = None, name: str = "stitch_piece"):
+        self.gm = gm
+        self.d = dialect
+        self.report = report
+        self.param_meta = param_meta
+        self.sym = sym or {}          # the 1.13 path's size -> symbol guess
+        self.sizes = sizes or {}      # symbol -> size (the plan's sizes; the 1.13 comparison)
+        self.name = name
+
+    # -- 1. support ---------------------------------------------------------------------------
+    def _params(self, n: fx.Node) -> List[ParamNode]:
+        return [ParamNode(p, self.gm, self.param_meta(p)) for p in self.d.module_params(self.gm, n)]
+
+    def _convert(self, b: Builder, n: fx.Node) -> Any:
+        key, mod = self.d.key(self.gm, n)
+        conv = self.d.table.converters.get(key)
+        if conv is None:
+            raise Unsupported("no Stitch mapping")
+        params = self._params(n)
+        if params:
+            n.meta["stitch_params"] = params
+        return conv(b, n, mod)
+
+    def _check_types(self, b: Builder, n: fx.Node, result: Any) -> None:
+        """The Stitch result must have PyTorch's dtype and shape; anything else would be a silent
+        wrong answer downstream."""
+        metas = n.meta["stitch"]
+        vals = result if isinstance(result, list) else [result]
+        metas = metas if isinstance(metas, list) else [metas]
+        if len(vals) != len(metas):
+            raise Unsupported("gives %d results, PyTorch %d" % (len(vals), len(metas)))
+        for v, m in zip(vals, metas):
+            if m is None:
+                continue  # a result nobody reads (native_layer_norm's mean, say)
+            dt, dims = b.stype(v)
+            if not same_type(dt, dims, m, self.sizes):
+                raise Unsupported("Stitch infers %s, PyTorch gives %s%s"
+                                  % (describe(dt, dims), str(m.dtype).replace("torch.", ""),
+                                     list(m.sizes if m.sizes is not None else m.dims)))
+
+    def _single_node_support(self, n: fx.Node) -> Optional[str]:
+        """None if n converts on its own and agrees with PyTorch; otherwise why not."""
+        key, _ = self.d.key(self.gm, n)
+        if key is None or key not in self.d.table.converters:
+            return "no Stitch mapping"
+        meta = n.meta.get("stitch")
+        if not isinstance(meta, (TensorMeta, list)):
+            return "result is not a tensor"
+        metas = [m for m in (meta if isinstance(meta, list) else [meta]) if m is not None]
+        if any(m.device.type not in ("cpu", "cuda") for m in metas):
+            return "device Stitch does not take"
+        b = Builder("check", self.sym)
+        try:
+            for a in _tensor_args(n):
+                if isinstance(a.meta["stitch"], list):
+                    raise Unsupported("operand is a tuple")  # getitem of a chunk: merged below
+                b.add_tensor_input(a)
+            for p in self._params(n):
+                b.add_tensor_input(p)
+            result = self._convert(b, n)
+            self._check_types(b, n, result)
+            return None
+        except Unsupported as e:
+            return str(e)
+        except StitchError as e:
+            return e.message.splitlines()[0] if e.message else e.status_name
+        except Exception as e:  # a converter bug must cost a fallback, never the model
+            return "%s: %s" % (type(e).__name__, e)
+        finally:
+            b.g.close()
+
+    # -- 2. partition -------------------------------------------------------------------------
+    @staticmethod
+    def _creates_cycle(members: set) -> bool:
+        """True if some path leaves `members` and comes back into it."""
+        frontier = [u for m in members for u in m.users if u not in members]
+        seen = set()
+        while frontier:
+            x = frontier.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            for u in x.users:
+                if u in members:
+                    return True
+                frontier.append(u)
+        return False
+
+    def _groups(self, supported: Dict[fx.Node, bool]) -> List[List[fx.Node]]:
+        group: Dict[fx.Node, int] = {}
+        members: Dict[int, set] = {}
+        next_id = 0
+        for n in self.gm.graph.nodes:
+            if not supported.get(n):
+                continue
+            gid = next_id
+            next_id += 1
+            group[n] = gid
+            members[gid] = {n}
+            for a in n.all_input_nodes:
+                ga = group.get(a)
+                if ga is None or ga == gid:
+                    continue
+                merged = members[ga] | members[gid]
+                if self._creates_cycle(merged):
+                    continue
+                for m in members[gid]:
+                    group[m] = ga
+                members[ga] = merged
+                del members[gid]
+                gid = ga
+        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
+        return sorted((sorted(ms, key=order.get) for ms in members.values()),
+                      key=lambda ms: order[ms[0]])
+
+    def run(self) -> fx.GraphModule:
+        gm, report, d = self.gm, self.report, self.d
+        supported: Dict[fx.Node, bool] = {}
+        calls = [n for n in gm.graph.nodes if n.op.startswith("call_")]
+        report.total_ops = len(calls)
+        for n in calls:
+            if _is_tuple_element(n):
+                continue  # decided with its tuple's producer below
+            why = self._single_node_support(n)
+            supported[n] = why is None
+            if why is not None and isinstance(n.meta.get("stitch"), (TensorMeta, list)):
+                report.add_fallback(n.name, d.op_name(gm, n), why)
+                log.info("stitch: %s (%s) stays in PyTorch: %s", n.name, d.op_name(gm, n), why)
+        for n in calls:
+            if n in supported:
+                continue
+            producer = n.args[0]
+            # An element of a tuple goes with its producer; a tuple used any other way cannot
+            # leave a piece, so the producer then stays in PyTorch too.
+            ok = supported.get(producer, False) and all(
+                u.target is operator.getitem for u in producer.users)
+            supported[n] = ok
+            if not ok and supported.get(producer):
+                supported[producer] = False
+                report.add_fallback(producer.name, d.op_name(gm, producer),
+                                    "its tuple result is used whole")
+        pieces = []
+        for members in self._groups(supported):
+            keys = {d.key(gm, m)[0] for m in members}
+            if keys <= (d.table.layout_only | {operator.getitem}):
+                for m in members:
+                    if not _is_tuple_element(m):
+                        report.add_fallback(m.name, d.op_name(gm, m),
+                                            "layout-only piece: free as a view in PyTorch")
+                continue
+            piece = self._make_piece(len(pieces), members)
+            if piece is not None:
+                pieces.append((members, piece))
+        new_gm = self._rewrite(pieces)
+        report.traced = True
+        return new_gm
+
+    # -- 3. programs --------------------------------------------------------------------------
+    def _make_piece(self, index: int, members: List[fx.Node]):
+        gm, report, d = self.gm, self.report, self.d
+        name = "%s_%d" % (self.name, index)
+        mset = set(members)
+        b = Builder(name, self.sym)
+        try:
+            ext: List[fx.Node] = []
+            for m in members:
+                for a in m.all_input_nodes:
+                    if a not in mset and a not in ext:
+                        ext.append(a)
+            tensor_ext = [a for a in ext if isinstance(a.meta.get("stitch"), TensorMeta)]
+            if not tensor_ext:
+                raise Unsupported("no tensor input (constants are PyTorch's to make)")
+            params: List[str] = []
+            for a in tensor_ext:
+                b.add_tensor_input(a)
+            for m in members:
+                for p in self._params(m):
+                    if p.target not in params:
+                        params.append(p.target)
+                        b.add_tensor_input(p)
+            for m in members:
+                b.env[m] = self._convert(b, m)
+            outputs = [m for m in members if any(u not in mset for u in m.users)]
+            if any(isinstance(b.env[o], list) for o in outputs):
+                raise Unsupported("a tuple leaves the piece")
+            for o in outputs:
+                self._check_types(b, o, b.env[o])
+            if not outputs:
+                raise Unsupported("no result is used")
+            # Outputs PyTorch lays out other than row-major are written in that order and handed
+            # back as a permuted view (the Piece applies the inverse permutation).
+            values, layouts = [], []
+            for o in outputs:
+                v, order = b.env[o], o.meta["stitch"].order
+                if order is not None:
+                    v = b.op("transpose", v, perm=list(order))
+                    inverse = [0] * len(order)
+                    for i, dim in enumerate(order):
+                        inverse[dim] = i
+                    layouts.append(tuple(inverse))
+                else:
+                    layouts.append(None)
+                values.append(v)
+            b.g.set_outputs(values)
+            b.g.verify()
+            symbol_dims: Dict[str, Tuple[int, int]] = {}
+            for i in range(b.g.num_inputs):
+                for k, s in enumerate(b.g.value_info(i)[2]):
+                    if isinstance(s, str) and s not in symbol_dims:
+                        symbol_dims[s] = (i, k)
+            kernels = self._count_kernels(b, members, symbol_dims)
+        except (Unsupported, StitchError) as e:
+            why = e.message.splitlines()[0] if isinstance(e, StitchError) else str(e)
+            for m in members:
+                if not _is_tuple_element(m):
+                    report.add_fallback(m.name, d.op_name(gm, m), "piece failed to build: " + why)
+            log.info("stitch: piece %s stays in PyTorch: %s", name, why)
+            b.g.close()
+            return None
+        # Every other outside value (ints and sizes computed in Python) is passed too: the eager
+        # module needs them, and the folded ones are checked against them.
+        scalar_ext = [a for a in ext if a not in tensor_ext]
+        checks = [(scalar_ext.index(nd), v) for nd, v in b.scalar_checks]
+        eager = self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
+        piece = Piece(name, b.g, eager, len(tensor_ext) + len(params), checks, symbol_dims,
+                      report, d.check_grad, layouts)
+        real = [m for m in members if not _is_tuple_element(m)]
+        ops = [d.op_name(gm, m) for m in real]
+        report.add_piece(name, ops, [d.origin(gm, m) for m in real], kernels)
+        log.info("stitch: %s replaces %d ops (%s) with one program of %d kernel(s)",
+                 name, len(ops), ", ".join(ops), kernels)
+        return piece, (tensor_ext, params, scalar_ext, outputs)
+
+    def _count_kernels(self, b: Builder, members, symbol_dims) -> int:
+        devices = {m.meta["stitch"].device.type for m in members
+                   if isinstance(m.meta.get("stitch"), TensorMeta)}
+        try:
+            sizes = {s: self.sizes[s] for s in symbol_dims}
+            plan = b.g.explain_plan(sizes, format="json", target=self.d.plan_target(devices))
+            return len(plan.get("kernels", []))
+        except (StitchError, KeyError):
+            return 0
+
+    def _eager_module(self, members, tensor_ext, params, scalar_inputs, outputs):
+        g = fx.Graph()
+        env: Dict[fx.Node, fx.Node] = {}
+        for a in tensor_ext:
+            env[a] = g.placeholder(ident(a.name))
+        for p in params:
+            g.placeholder(ident(p))  # the parameter itself is read through the module
+        for a in scalar_inputs:
+            env[a] = g.placeholder(ident(a.name))
+        for m in members:
+            env[m] = g.node_copy(m, lambda x: env[x])
+        g.output(tuple(env[o] for o in outputs))
+        return fx.GraphModule(self.gm, g)
+
+    def _rewrite(self, pieces) -> fx.GraphModule:
+        gm = self.gm
+        nodes = list(gm.graph.nodes)
+        order = {n: i for i, n in enumerate(nodes)}
+        unit_of: Dict[fx.Node, Any] = {}
+        members_of: Dict[int, List[fx.Node]] = {}
+        for members, piece in pieces:
+            members_of[id(piece)] = members
+            for m in members:
+                unit_of[m] = piece
+        units: List[Any] = []
+        seen = set()
+        for n in nodes:
+            u = unit_of.get(n, n)
+            if id(u) not in seen:
+                seen.add(id(u))
+                units.append(u)
+
+        def deps(u):
+            out = set()
+            for n in members_of.get(id(u), [u]):
+                for a in n.all_input_nodes:
+                    ua = unit_of.get(a, a)
+                    if ua is not u:
+                        out.add(id(ua))
+            return out
+
+        # Kahn's algorithm, earliest original position first, so untouched code keeps its order.
+        by_id = {id(u): u for u in units}
+        pending = {id(u): deps(u) for u in units}
+        first = {id(u): order[members_of[id(u)][0]] if id(u) in members_of else order[u]
+                 for u in units}
+        done: set = set()
+        sorted_units = []
+        while pending:
+            ready = [k for k, dep in pending.items() if dep <= done]
+            k = min(ready, key=first.get)
+            sorted_units.append(by_id[k])
+            done.add(k)
+            del pending[k]
+
+        g = fx.Graph()
+        env: Dict[fx.Node, fx.Node] = {}
+        for u in sorted_units:
+            if isinstance(u, tuple):
+                piece, (tensor_ext, params, scalars, outputs) = u
+                args = [env[a] for a in tensor_ext]
+                args += [g.get_attr(p) for p in params]
+                args += [env[a] for a in scalars]
+                call = g.call_function(piece, tuple(args))
+                for k, o in enumerate(outputs):
+                    env[o] = g.call_function(operator.getitem, (call, k))
+                    env[o].meta = dict(o.meta)
+            else:
+                env[u] = g.node_copy(u, lambda x: env[x])
+        return fx.GraphModule(gm, g)

@@ -1,0 +1,138 @@
+"""A Stitch piece at run time: one Stitch program standing in for a connected piece of an fx
+graph, called with the piece's tensor inputs (then, on the 1.13 path, module parameters and the
+Python ints the piece was built with) and returning a tuple of its outputs.
+
+The hot path is short on purpose (the hook's budget is 15 us of host time per piece): make
+inputs contiguous (Stitch takes compact tensors), pick the program for the device, and one
+``Program.run_torch`` call, which allocates the outputs with ``torch.empty`` and runs on
+PyTorch's current stream for CUDA tensors. Whatever Stitch cannot take runs the piece's own small
+fx module eagerly for that call, counted in the report with its reason: a backend that fails to
+compile (then the piece stops trying), or on the 1.13 path a Python int that no longer holds.
+CPU tensors run on the ``cpu`` backend (``reference`` in a build without LLVM), CUDA tensors on
+``cuda``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+
+import stitch as _stitch
+from stitch import StitchError, Status
+
+from ._report import GraphReport
+
+log = logging.getLogger("stitch.torch")
+
+_root = threading.local()
+
+
+@contextlib.contextmanager
+def running_root(module):
+    """While the 1.13 path's StitchModule runs its graph: eager fallbacks read its attributes."""
+    prev = getattr(_root, "module", None)
+    _root.module = module
+    try:
+        yield
+    finally:
+        _root.module = prev
+
+
+def engine_for(device: torch.device) -> "_stitch.Engine":
+    if device.type == "cuda":
+        return _stitch.engine(backend="cuda")
+    try:
+        return _stitch.engine(backend="cpu")
+    except StitchError as e:
+        if e.status != Status.BACKEND_UNAVAILABLE:
+            raise
+        # A build without LLVM: the reference interpreter is slow but exact.
+        return _stitch.engine(backend="reference")
+
+
+class Piece:
+    """Called from the rewritten fx graph (as a call_function target, so that it is no
+    submodule: the 1.13 path's module shares its parameters and children with the original)."""
+
+    def __init__(self, name: str, graph: "_stitch.Graph", eager: fx.GraphModule,
+                 num_tensors: int, scalar_checks: List[Tuple[int, Any]],
+                 symbol_dims: Dict[str, Tuple[int, int]], report: GraphReport,
+                 check_grad: bool, layouts: List[Optional[Tuple[int, ...]]]):
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = "stitch.torch"
+        self.graph = graph
+        self.eager = eager
+        self.num_tensors = num_tensors
+        self.scalar_checks = scalar_checks  # (position among the scalar args, value or symbol)
+        self.symbol_dims = symbol_dims      # symbol -> (tensor input index, dim)
+        self.report = report
+        self.check_grad = check_grad
+        # Per output: None, or the permutation that turns the program's row-major result into
+        # the strided view PyTorch's graph expects (see _partition).
+        self.layouts = layouts if any(x is not None for x in layouts) else None
+        self.programs: Dict[Tuple[str, int], "_stitch.Program"] = {}
+        self.lock = threading.Lock()
+        self.failed: Optional[str] = None
+
+    def __deepcopy__(self, memo):
+        # Programs are compiled code: a copy of a module shares them (parameters are inputs).
+        return self
+
+    def _fallback(self, reason: str, args):
+        r = "%s: %s" % (self.__name__, reason)
+        if self.report.count_runtime_fallback(r):
+            log.info("stitch: %s runs eagerly: %s", self.__name__, reason)
+        root = getattr(_root, "module", None)
+        if root is not None:
+            # The piece's nodes name the module's children and parameters: read them live.
+            return type(self.eager).forward(root, *args)
+        return self.eager(*args)
+
+    def _program(self, device: torch.device) -> "_stitch.Program":
+        key = (device.type, device.index or 0)
+        p = self.programs.get(key)
+        if p is None:
+            with self.lock:
+                p = self.programs.get(key)
+                if p is None:
+                    engine = engine_for(device)
+                    self.report.backend = engine.backend
+                    p = self.programs[key] = engine.compile(self.graph)
+        return p
+
+    def __call__(self, *args):
+        if self.failed:
+            return self._fallback(self.failed, args)
+        n = self.num_tensors
+        tensors = args[:n]
+        if self.check_grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return self._fallback("autograd needs the graph (run under torch.no_grad())", args)
+        for pos, expected in self.scalar_checks:
+            got = args[n + pos]
+            if isinstance(expected, str):
+                i, d = self.symbol_dims[expected]
+                expected = tensors[i].shape[d]
+            if got != expected:
+                return self._fallback("a size computed in Python changed (%r, was %r)"
+                                      % (got, expected), args)
+        device = tensors[0].device
+        try:
+            program = self._program(device)
+            stream = torch.cuda.current_stream(device).cuda_stream \
+                if device.type == "cuda" else None
+            outs = program.run_torch([t if t.is_contiguous() else t.contiguous()
+                                      for t in tensors], stream)
+            if self.layouts is None:
+                return tuple(outs)
+            return tuple(o if p is None else o.permute(p) for o, p in zip(outs, self.layouts))
+        except StitchError as e:
+            if e.status not in (Status.SHAPE_MISMATCH, Status.UNSUPPORTED):
+                # Compile or backend failures will not go away: stop trying this piece.
+                self.failed = e.message.splitlines()[0] if e.message else e.status_name
+            return self._fallback(e.message.splitlines()[0] if e.message else e.status_name,
+                                  args)

@@ -1,0 +1,175 @@
+"""What the hook did, for a user to read: one GraphReport per fx graph it partitioned (a module
+traced by ``optimize``; a forward, backward or inference graph of torch.compile), one
+CompileReport per Dynamo graph (its forward and backward, or its inference graph).
+
+``str()`` of either is a table: per Stitch piece the ops it replaced and how many kernels its plan
+has, then every op left to PyTorch with the reason. Reports are filled while graphs compile;
+``runtime_fallbacks`` counts calls that ran a piece eagerly after all (a backend failure, or on
+the 1.13 path a size computed in Python that changed).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+
+class GraphReport:
+    """One partitioned graph. ``pieces``: per Stitch program its name, ``ops`` (the op of every
+    replaced node), ``origins`` (the ops those came from before PyTorch decomposed them) and
+    ``kernels`` (in its plan at the compile-time sizes); ``fallbacks``: ops left to PyTorch, each
+    ``{"node", "op", "reason"}``; ``total_ops``: call nodes in the graph."""
+
+    def __init__(self, kind: str = "module"):
+        self.kind = kind
+        self.traced = False
+        self.total_ops = 0
+        self.replaced_ops = 0
+        self.programs = 0
+        self.kernels = 0
+        self.pieces: List[Dict[str, Any]] = []
+        self.fallbacks: List[Dict[str, str]] = []
+        self.runtime_fallbacks: Dict[str, int] = {}
+        self.backend: Optional[str] = None
+        self._lock = threading.Lock()
+
+    def replaced(self) -> List[str]:
+        return [op for p in self.pieces for op in p["ops"]]
+
+    def origins(self) -> set:
+        return {o for p in self.pieces for o in p["origins"]}
+
+    def add_piece(self, name: str, ops: List[str], origins: List[str], kernels: int) -> None:
+        self.pieces.append({"name": name, "ops": ops, "origins": sorted(set(origins)),
+                            "kernels": kernels})
+        self.replaced_ops += len(ops)
+        self.programs += 1
+        self.kernels += kernels
+
+    def add_fallback(self, node: str, op: str, reason: str) -> None:
+        self.fallbacks.append({"node": node, "op": op, "reason": reason})
+
+    def count_runtime_fallback(self, reason: str) -> bool:
+        """Counts one eager run; True the first time this reason is seen."""
+        with self._lock:
+            first = reason not in self.runtime_fallbacks
+            self.runtime_fallbacks[reason] = self.runtime_fallbacks.get(reason, 0) + 1
+            return first
+
+    def lines(self) -> List[str]:
+        if not self.traced:
+            return ["%s graph: not traced yet (call it once)" % self.kind]
+        out = ["%s graph: %d of %d ops in Stitch, %d program(s), %d kernel(s)%s"
+               % (self.kind, self.replaced_ops, self.total_ops, self.programs, self.kernels,
+                  " on %s" % self.backend if self.backend else "")]
+        if self.pieces:
+            w = max(len(p["name"]) for p in self.pieces)
+            out.append("  %-*s  %7s  %s" % (w, "piece", "kernels", "ops (from)"))
+            for p in self.pieces:
+                came = [o for o in p["origins"] if o not in p["ops"]]
+                out.append("  %-*s  %7d  %s%s" % (w, p["name"], p["kernels"], _counted(p["ops"]),
+                                                 "  (from %s)" % ", ".join(came) if came else ""))
+        if self.fallbacks:
+            w = max(len(f["op"]) for f in self.fallbacks)
+            out.append("  %-*s  %s" % (w, "left to PyTorch", "reason"))
+            for op, reason, nodes in _grouped(self.fallbacks):
+                out.append("  %-*s  %s%s" % (w, op, reason,
+                                             " (x%d)" % nodes if nodes > 1 else ""))
+        for r, c in self.runtime_fallbacks.items():
+            out.append("  ran eagerly %d time(s): %s" % (c, r))
+        return out
+
+    def __repr__(self) -> str:
+        return "\n".join(self.lines())
+
+    __str__ = __repr__
+
+
+# The 1.13 path's name for it (``optimize(m).stitch_report``).
+StitchReport = GraphReport
+
+
+class CompileReport:
+    """One Dynamo graph compiled with backend="stitch": its forward and backward graphs (the
+    backward appears at the first ``.backward()``), or its inference graph."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.graphs: List[GraphReport] = []
+
+    def new_graph(self, kind: str) -> GraphReport:
+        g = GraphReport(kind)
+        self.graphs.append(g)
+        return g
+
+    def graph(self, kind: str) -> Optional[GraphReport]:
+        return next((g for g in self.graphs if g.kind == kind), None)
+
+    def replaced(self) -> List[str]:
+        return [op for g in self.graphs for op in g.replaced()]
+
+    def origins(self) -> set:
+        return {o for g in self.graphs for o in g.origins()}
+
+    @property
+    def fallbacks(self) -> List[Dict[str, str]]:
+        return [dict(f, graph=g.kind) for g in self.graphs for f in g.fallbacks]
+
+    @property
+    def runtime_fallbacks(self) -> Dict[str, int]:
+        out: Dict[str, int] = {}
+        for g in self.graphs:
+            for r, c in g.runtime_fallbacks.items():
+                out[r] = out.get(r, 0) + c
+        return out
+
+    def __repr__(self) -> str:
+        lines = ["Stitch report for %s" % self.name]
+        for g in self.graphs:
+            lines += g.lines()
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+def _counted(ops: List[str]) -> str:
+    seen: Dict[str, int] = {}
+    for o in ops:
+        seen[o] = seen.get(o, 0) + 1
+    return ", ".join(o if c == 1 else "%s x%d" % (o, c) for o, c in seen.items())
+
+
+def _grouped(fallbacks: List[Dict[str, str]]):
+    seen: Dict[tuple, int] = {}
+    for f in fallbacks:
+        k = (f["op"], f["reason"])
+        seen[k] = seen.get(k, 0) + 1
+    return [(op, reason, n) for (op, reason), n in seen.items()]
+
+
+_reports: List[CompileReport] = []
+_reports_lock = threading.Lock()
+
+
+def new_compile_report(name: str) -> CompileReport:
+    r = CompileReport(name)
+    with _reports_lock:
+        _reports.append(r)
+    return r
+
+
+def last_report() -> Optional[CompileReport]:
+    """The report of the most recent Dynamo graph compiled with backend="stitch" (None before)."""
+    with _reports_lock:
+        return _reports[-1] if _reports else None
+
+
+def all_reports() -> List[CompileReport]:
+    """Every CompileReport of this process, oldest first."""
+    with _reports_lock:
+        return list(_reports)
+
+
+def clear_reports() -> None:
+    with _reports_lock:
+        _reports.clear()
