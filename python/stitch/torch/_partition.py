@@ -162,19 +162,28 @@ class Partitioner:
 
     # -- 2. partition -------------------------------------------------------------------------
     @staticmethod
-    def _creates_cycle(members: set) -> bool:
-        """True if some path leaves `members` and comes back into it."""
+    def _creates_cycle(members: set, group: Dict[fx.Node, int],
+                       groups: Dict[int, set]) -> bool:
+        """True if some path leaves `members` and comes back into it, where a path that enters
+        another group may leave it from any of its nodes (the group becomes one call): so the
+        graph of pieces and PyTorch nodes stays acyclic after every merge."""
         frontier = [u for m in members for u in m.users if u not in members]
-        seen = set()
+        seen: set = set()
+        seen_groups: set = set()
         while frontier:
             x = frontier.pop()
+            if x in members:
+                return True
             if x in seen:
                 continue
             seen.add(x)
-            for u in x.users:
-                if u in members:
-                    return True
-                frontier.append(u)
+            g = group.get(x)
+            if g is not None and g in groups and g not in seen_groups and x not in members:
+                seen_groups.add(g)
+                for y in groups[g]:
+                    if y not in members:
+                        frontier.extend(y.users)
+            frontier.extend(x.users)
         return False
 
     def _groups(self, supported: Dict[fx.Node, bool]) -> List[List[fx.Node]]:
@@ -193,7 +202,8 @@ class Partitioner:
                 if ga is None or ga == gid:
                     continue
                 merged = members[ga] | members[gid]
-                if self._creates_cycle(merged):
+                if self._creates_cycle(merged, group, {k: v for k, v in members.items()
+                                                       if k not in (ga, gid)}):
                     continue
                 for m in members[gid]:
                     group[m] = ga
