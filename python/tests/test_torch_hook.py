@@ -137,3 +137,59 @@ def test_stitch_disable_bad_value_is_an_error(monkeypatch):
 
 def test_many_ops_mapped():
     assert len(st.supported_ops()) >= 40
+
+
+class _Counting(nn.Module):
+    """Counts its forward calls; a LayerNorm piece around a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.ln = nn.LayerNorm(16)
+        self.scale = nn.Parameter(torch.ones(16))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.relu(self.ln(self.fc(x))) * self.scale
+
+
+def test_optimize_returns_a_module_sharing_the_originals_state():
+    import copy
+    torch.manual_seed(5)
+    m = _Counting().eval()
+    opt = st.optimize(m)
+    assert isinstance(opt, nn.Module)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        first = opt(x)
+    assert m.calls == 1, "the first call runs the module once (recording), not twice"
+    torch.testing.assert_close(first, m(x))
+    # Same state_dict keys and tensors as the original; assignable into a parent.
+    assert opt.state_dict().keys() == m.state_dict().keys()
+    parent = nn.Sequential(nn.Identity(), opt)
+    assert "1.fc.weight" in parent.state_dict()
+    # Parameters are read at every call: a replaced Parameter (top-level or in a child) and an
+    # in-place update both take effect.
+    with torch.no_grad():
+        m.scale = nn.Parameter(torch.full((16,), 2.0))
+        m.ln.weight = nn.Parameter(torch.rand(16) + 0.5)
+        m.fc.bias.add_(1.0)
+        torch.testing.assert_close(parent(x), m(x))
+        assert opt.stitch_report.programs >= 1 and not opt.stitch_report.runtime_fallbacks
+    # load_state_dict through the optimized module reaches the original's tensors.
+    sd = {k: torch.randn_like(v) if v.is_floating_point() else v for k, v in m.state_dict().items()}
+    opt.load_state_dict(sd)
+    torch.testing.assert_close(m.fc.weight, sd["fc.weight"])
+    with torch.no_grad():
+        torch.testing.assert_close(opt(x), m(x))
+    # to() converts the shared parameters; deepcopy gives an independent module.
+    opt.to(torch.float64)
+    assert m.fc.weight.dtype == torch.float64
+    opt.to(torch.float32)
+    clone = copy.deepcopy(opt)
+    with torch.no_grad():
+        clone.fc.weight.zero_()
+        assert m.fc.weight.abs().sum() > 0
+        torch.testing.assert_close(clone(x), clone.original(x))
+        torch.testing.assert_close(opt(x), m(x))

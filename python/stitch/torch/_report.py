@@ -33,6 +33,9 @@ class GraphReport:
         self.backend: Optional[str] = None
         self._lock = threading.Lock()
 
+    def __deepcopy__(self, memo):
+        return self  # a record of what was compiled: a copied module shares it with its pieces
+
     def replaced(self) -> List[str]:
         return [op for p in self.pieces for op in p["ops"]]
 
