@@ -219,10 +219,16 @@ class Partitioner:
         supported: Dict[fx.Node, bool] = {}
         calls = [n for n in gm.graph.nodes if n.op.startswith("call_")]
         report.total_ops = len(calls)
+        returned = {a for n in gm.graph.nodes if n.op == "output"
+                    for a in n.all_input_nodes}
         for n in calls:
             if _is_tuple_element(n):
                 continue  # decided with its tuple's producer below
-            why = self._single_node_support(n)
+            if n in returned and d.key(gm, n)[0] in d.table.layout_only:
+                # A view the graph returns may alias an input: PyTorch keeps it a real view.
+                why = "a view the graph returns stays a view"
+            else:
+                why = self._single_node_support(n)
             supported[n] = why is None
             if why is not None and isinstance(n.meta.get("stitch"), (TensorMeta, list)):
                 report.add_fallback(n.name, d.op_name(gm, n), why)
