@@ -248,6 +248,7 @@ class Partitioner:
                                     "its tuple result is used whole")
         pieces = []
         for members in self._groups(supported):
+            members = self._trim_layout_tail(members)
             keys = {d.key(gm, m)[0] for m in members}
             if keys <= (d.table.layout_only | {operator.getitem}):
                 for m in members:
@@ -261,6 +262,25 @@ class Partitioner:
         new_gm = self._rewrite(pieces)
         report.traced = True
         return new_gm
+
+    def _trim_layout_tail(self, members: List[fx.Node]) -> List[fx.Node]:
+        """Drops layout ops whose results only leave the piece (a view or transpose at its end):
+        in PyTorch they are free views of the piece's output, in Stitch a second copy of it.
+        Repeated, since dropping one can leave its producer at the end."""
+        layout = self.d.table.layout_only
+        kept = list(members)
+        while True:
+            inside = set(kept)
+            tail = [m for m in kept
+                    if self.d.key(self.gm, m)[0] in layout and not _is_tuple_element(m)
+                    and not any(u in inside for u in m.users)
+                    and not isinstance(m.meta.get("stitch"), list)]
+            if not tail:
+                return kept
+            for m in tail:
+                self.report.add_fallback(m.name, self.d.op_name(self.gm, m),
+                                         "a view of a piece's result: free in PyTorch")
+            kept = [m for m in kept if m not in tail]
 
     # -- 3. programs --------------------------------------------------------------------------
     def _make_piece(self, index: int, members: List[fx.Node]):
