@@ -97,6 +97,35 @@ class Partitioner:
         self.sym = sym or {}          # the 1.13 path's size -> symbol guess
         self.sizes = sizes or {}      # symbol -> size (the plan's sizes; the 1.13 comparison)
         self.name = name
+        # A graph input carrying each symbol in its dims: a piece whose result has a size no
+        # input of its own carries (an expand or full to [s0, s1]) takes it as an extra input
+        # that Stitch binds the symbol from, and never reads. Graph inputs are available before
+        # any piece, so this adds no dependency that could order pieces in a cycle.
+        self.carriers: Dict[str, fx.Node] = {}
+        for n in gm.graph.nodes:
+            m = n.meta.get("stitch")
+            if n.op == "placeholder" and isinstance(m, TensorMeta):
+                for dim in m.dims:
+                    if isinstance(dim, str):
+                        self.carriers.setdefault(dim, n)
+
+    def _add_carriers(self, b: Builder, nodes) -> List[fx.Node]:
+        bound = {dim for a in b.inputs for dim in a.meta["stitch"].dims if isinstance(dim, str)}
+        needed = set()
+        for n in nodes:
+            m = n.meta.get("stitch")
+            for t in (m if isinstance(m, list) else [m]):
+                if isinstance(t, TensorMeta):
+                    needed |= {dim for dim in t.dims if isinstance(dim, str)}
+            needed |= {a.meta["stitch"] for a in n.all_input_nodes
+                       if isinstance(a.meta.get("stitch"), str)}
+        added = []
+        for sym in sorted(needed - bound):
+            c = self.carriers.get(sym)
+            if c is not None and c not in b.env:
+                b.add_tensor_input(c)
+                added.append(c)
+        return added
 
     # -- 1. support ---------------------------------------------------------------------------
     def _params(self, n: fx.Node) -> List[ParamNode]:
@@ -148,6 +177,7 @@ class Partitioner:
                 b.add_tensor_input(a)
             for p in self._params(n):
                 b.add_tensor_input(p)
+            self._add_carriers(b, [n])
             result = self._convert(b, n)
             self._check_types(b, n, result)
             return None
@@ -300,6 +330,7 @@ class Partitioner:
             params: List[str] = []
             for a in tensor_ext:
                 b.add_tensor_input(a)
+            tensor_ext += self._add_carriers(b, members)
             for m in members:
                 for p in self._params(m):
                     if p.target not in params:
