@@ -1,0 +1,163 @@
+"""Every aten op the torch.compile backend maps, forward and backward: a small function per op
+compiled with backend="stitch" must match eager (values and gradients), and the report must show
+the op (or the op PyTorch decomposed it from) running in Stitch, so a converter that silently
+falls back fails here instead of passing."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not hasattr(torch, "compile"):
+    pytest.skip("torch.compile needs PyTorch 2.x", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import stitch.torch as st  # noqa: E402
+
+
+def _check(fn, inputs, expected, grad=True, dynamic=False, rtol=1e-4, atol=1e-5):
+    """Runs fn compiled and eager on the same inputs (and their gradients); returns the report.
+    `expected`: aten op names that must be among the replaced ops or their origins (a tuple:
+    any one of them, where PyTorch versions name a decomposed op differently)."""
+    torch._dynamo.reset()
+    st.clear_reports()
+    compiled = torch.compile(fn, backend="stitch", dynamic=dynamic)
+    a = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    b = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    out_c, out_e = compiled(*a), fn(*b)
+    outs_c = out_c if isinstance(out_c, tuple) else (out_c,)
+    outs_e = out_e if isinstance(out_e, tuple) else (out_e,)
+    for c, e in zip(outs_c, outs_e):
+        torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
+    if grad:
+        weights = [torch.randn_like(e) for e in outs_e if e.is_floating_point()]
+        sum(((c * w).sum() for c, w in zip(outs_c, weights)), torch.zeros(())).backward()
+        sum(((e * w).sum() for e, w in zip(outs_e, weights)), torch.zeros(())).backward()
+        for x, y in zip(a, b):
+            if y.grad is not None:
+                torch.testing.assert_close(x.grad, y.grad, rtol=rtol * 10, atol=atol * 10)
+    report = st.last_report()
+    seen = set(report.replaced()) | report.origins()
+    missing = [op for op in expected
+               if not any(o in seen for o in (op if isinstance(op, tuple) else (op,)))]
+    assert not missing, "%s not run in Stitch:\n%s" % (missing, report)
+    assert not report.runtime_fallbacks, str(report)
+    return report
+
+
+torch.manual_seed(0)
+X = torch.randn(4, 6, 8)
+Y = torch.randn(4, 6, 8)
+W = torch.rand(8) + 0.5
+
+CASES = {
+    "binary": (lambda x, y: (x + y * 2 - x / (y.abs() + 1)) * 0.5, [X, Y],
+               ["aten.add", "aten.mul", "aten.sub", "aten.div", "aten.abs"]),
+    "rsub_pow": (lambda x: 1 - x.pow(2) + x.pow(3), [X], ["aten.rsub", "aten.pow"]),
+    "max_min_clamp": (lambda x, y: torch.maximum(x, y) + torch.minimum(x, y).clamp(-0.5, 0.5),
+                      [X, Y], ["aten.maximum", "aten.minimum", "aten.clamp"]),
+    "unary": (lambda x: x.exp() + (x.abs() + 1).log() + x.sin() * x.cos() + x.erf() + x.neg()
+              + (x.abs() + 1).sqrt() + (x.abs() + 1).rsqrt() + x.log1p().nan_to_num(0.0),
+              [X.abs()], ["aten.exp", "aten.log", "aten.sin", "aten.cos", "aten.erf",
+                          "aten.sqrt", "aten.rsqrt"]),
+    "activations": (lambda x: torch.tanh(x) + torch.sigmoid(x) + F.silu(x) + F.gelu(x)
+                    + F.gelu(x, approximate="tanh") + torch.relu(x), [X],
+                    ["aten.tanh", "aten.sigmoid", "aten.silu", "aten.gelu", "aten.relu",
+                     "aten.tanh_backward", "aten.sigmoid_backward", "aten.silu_backward",
+                     "aten.gelu_backward", "aten.threshold_backward"]),
+    "compare_where": (lambda x, y: torch.where((x > y) & (x <= 0.5) | (x == y), x, y * 3)
+                      + (x != y).float() + (x >= 0).to(torch.float32) * (x < 1).float(),
+                      [X, Y], ["aten.gt", "aten.le", "aten.eq", "aten.ne", "aten.ge", "aten.lt",
+                               "aten.where", "aten._to_copy"]),
+    "masked_fill": (lambda x, y: x.masked_fill(y > 0, -1e4).softmax(-1), [X, Y],
+                    ["aten.masked_fill", "aten._softmax", "aten._softmax_backward_data"]),
+    "reductions": (lambda x: (x.sum(-1, keepdim=True) + x.mean(1, keepdim=True)
+                              + x.amax(-1, keepdim=True) - x.amin(-1, keepdim=True)).sum(0)
+                   + x.mean(), [X], ["aten.sum", "aten.mean", "aten.amax", "aten.amin"]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1) * 2, [X],
+                    ["aten._log_softmax", "aten._log_softmax_backward_data"]),
+    "layer_norm": (lambda x, w: F.layer_norm(x, (8,), w, w * 0.1), [X, W],
+                   ["aten.native_layer_norm", "aten.native_layer_norm_backward"]),
+    "rms_norm": (lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+                 [X, W], ["aten.rsqrt", "aten.mean", "aten.pow"]),
+    "group_norm": (lambda x, w: F.silu(F.group_norm(x, 2, w, w)), [torch.randn(2, 8, 3, 3), W],
+                   ["aten.native_group_norm", "aten.native_group_norm_backward"]),
+    "batch_norm_train": (lambda x, w: F.batch_norm(x, None, None, w, w, training=True),
+                         [torch.randn(4, 8, 3, 3), W],
+                         [("aten._native_batch_norm_legit_functional",
+                           "aten._native_batch_norm_legit", "aten.native_batch_norm"),
+                          "aten.native_batch_norm_backward"]),
+    "views": (lambda x: (x.view(4, 48).reshape(4, 6, 8).permute(2, 0, 1).transpose(0, 1)
+                         .unsqueeze(0).squeeze(0) * 2).sum(), [X],
+              ["aten.view", "aten.permute", "aten.transpose", "aten.unsqueeze",
+               "aten.squeeze"]),
+    "expand_slice": (lambda x: (x[:, 1:5, ::2] + x[:, :1, :4].expand(4, 4, 4)).exp(), [X],
+                     ["aten.slice", "aten.expand"]),
+    "split_cat_chunk": (lambda x: torch.cat([a * (i + 1) for i, a in enumerate(x.chunk(2, -1))]
+                                            + [x.split([2, 6], -1)[0]], -1) + 1, [X],
+                        ["aten.split", "aten.cat"]),
+    "select": (lambda x: (x[:, 2] + x[:, 3]).exp(), [X], ["aten.select"]),
+    "casts": (lambda x: (x.to(torch.float64) * 3).to(torch.float32)
+              + x.half().float() + x.bfloat16().float(), [X], ["aten._to_copy"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_runs_in_stitch(name):
+    fn, inputs, expected = CASES[name]
+    _check(fn, inputs, expected, rtol=1e-2 if name == "casts" else 1e-4,
+           atol=1e-2 if name == "casts" else 1e-5)
+
+
+@pytest.mark.parametrize("name", ["binary", "masked_fill", "layer_norm", "reductions",
+                                  "activations", "split_cat_chunk"])
+def test_op_with_symbolic_sizes(name):
+    """The same functions with dynamic=True: sizes are symbols, the program is reused for a
+    second size, and nothing runs eagerly."""
+    fn, inputs, expected = CASES[name]
+    _check(fn, inputs, expected, dynamic=True)
+    compiled = torch.compile(fn, backend="stitch", dynamic=True)
+    bigger = [torch.randn(6, 5, 8) if x.dim() == 3 else x for x in inputs]
+    with torch.no_grad():
+        got, want = compiled(*bigger), fn(*bigger)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert not st.last_report().runtime_fallbacks
+
+
+def test_integer_and_bool_ops():
+    def f(i, m):
+        return (i * 2 + 3 - i.abs()).sum(-1), (m & (i > 0)) | ~m
+    i = torch.randint(-5, 5, (4, 6))
+    m = torch.rand(4, 6) > 0.5
+    _check(f, [i, m], ["aten.mul", "aten.add", "aten.sum", "aten.bitwise_and",
+                       "aten.bitwise_or", "aten.bitwise_not"], grad=False)
+
+
+def test_unmapped_op_falls_back_with_a_reason():
+    def f(x):
+        return torch.cumsum(x * 2, -1).sin()
+    r = _check(f, [X], ["aten.mul", "aten.sin"])
+    reasons = [fb for fb in r.fallbacks if fb["op"] == "aten.cumsum"]
+    assert reasons and reasons[0]["reason"] == "no Stitch mapping"
+    assert "aten.cumsum" in str(r) and "no Stitch mapping" in str(r)
+
+
+def test_dropout_falls_back_and_training_matches_with_the_same_seed():
+    def f(x):
+        return F.dropout(torch.tanh(x), p=0.4, training=True) * 3
+    torch._dynamo.reset()
+    st.clear_reports()
+    compiled = torch.compile(f, backend="stitch")
+    a, b = X.clone().requires_grad_(), X.clone().requires_grad_()
+    torch.manual_seed(7)
+    ya = compiled(a)
+    torch.manual_seed(7)
+    yb = f(b)
+    torch.testing.assert_close(ya, yb)
+    ya.sum().backward()
+    yb.sum().backward()
+    torch.testing.assert_close(a.grad, b.grad)
+    r = st.last_report()
+    assert any(fb["op"] == "aten.native_dropout" and "random" in fb["reason"]
+               for fb in r.fallbacks)
+    assert "aten.tanh" in r.replaced()
