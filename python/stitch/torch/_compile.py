@@ -151,11 +151,32 @@ def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
     syms = _Symbols(_shape_env(gm))
     for n in gm.graph.nodes:
         n.meta["stitch"] = syms.meta(n.meta.get("val"))
+    if report.kind == "backward":
+        # What the forward saved for this graph (the min-cut partition decides it): its tensor
+        # inputs other than the incoming gradients.
+        report.saved_tensors = sum(
+            1 for n in gm.graph.nodes if n.op == "placeholder"
+            and isinstance(n.meta.get("stitch"), TensorMeta) and not n.name.startswith("tangents"))
     p = Partitioner(gm, AtenDialect(), report, param_meta=None, sizes=syms.sizes,
                     name="stitch_%s" % report.kind)
     new_gm = p.run()
     log.info("stitch: %s", "\n".join(report.lines()))
     return new_gm
+
+
+def partition(joint: fx.GraphModule, joint_inputs, **kwargs):
+    """AOTAutograd's split of the joint graph: ``min_cut_rematerialization_partition`` after
+    dropping the joint graph's ``detach`` nodes (autograd's marks on values the backward reads;
+    in a graph that already holds the backward they change no value), which the min-cut would
+    otherwise not recompute through, saving the activations after every tanh or sigmoid."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    for n in list(joint.graph.nodes):
+        if n.op == "call_function" and n.target in (aten.detach.default, aten.alias.default) \
+                and isinstance(n.args[0], fx.Node):
+            n.replace_all_uses_with(n.args[0])
+            joint.graph.erase_node(n)
+    joint.recompile()
+    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
 
 
 _graph_ids = itertools.count()
@@ -167,7 +188,6 @@ def backend(gm: fx.GraphModule, example_inputs: List[Any]):
         return gm.forward
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     report: CompileReport = new_compile_report("graph_%d" % next(_graph_ids))
 
@@ -179,7 +199,7 @@ def backend(gm: fx.GraphModule, example_inputs: List[Any]):
 
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                        inference_compiler=compiler("inference"),
-                       partition_fn=min_cut_rematerialization_partition,
+                       partition_fn=partition,
                        decompositions=decompositions(), keep_inference_input_mutations=True)
     return aot(gm, example_inputs)
 

@@ -31,6 +31,7 @@ class GraphReport:
         self.fallbacks: List[Dict[str, str]] = []
         self.runtime_fallbacks: Dict[str, int] = {}
         self.backend: Optional[str] = None
+        self.saved_tensors: Optional[int] = None  # a backward graph: tensors the forward saved
         self._lock = threading.Lock()
 
     def __deepcopy__(self, memo):
@@ -62,9 +63,11 @@ class GraphReport:
     def lines(self) -> List[str]:
         if not self.traced:
             return ["%s graph: not traced yet (call it once)" % self.kind]
-        out = ["%s graph: %d of %d ops in Stitch, %d program(s), %d kernel(s)%s"
+        out = ["%s graph: %d of %d ops in Stitch, %d program(s), %d kernel(s)%s%s"
                % (self.kind, self.replaced_ops, self.total_ops, self.programs, self.kernels,
-                  " on %s" % self.backend if self.backend else "")]
+                  " on %s" % self.backend if self.backend else "",
+                  "; reads %d tensor(s) saved by the forward" % self.saved_tensors
+                  if self.saved_tensors is not None else "")]
         if self.pieces:
             w = max(len(p["name"]) for p in self.pieces)
             out.append("  %-*s  %7s  %s" % (w, "piece", "kernels", "ops (from)"))

@@ -161,3 +161,16 @@ def test_dropout_falls_back_and_training_matches_with_the_same_seed():
     assert any(fb["op"] == "aten.native_dropout" and "random" in fb["reason"]
                for fb in r.fallbacks)
     assert "aten.tanh" in r.replaced()
+
+
+def test_the_forward_saves_inputs_and_the_backward_recomputes_elementwise_values():
+    """The min-cut partition: a chain of elementwise ops saves only its input and its output
+    (which the forward writes anyway) for the backward; the intermediates are recomputed there,
+    inside the backward's Stitch piece, where saving them would cost a write and a read of each
+    (before the joint graph's detach nodes were dropped, tanh's and exp's results were saved)."""
+    def f(x):
+        return torch.sin(torch.exp(torch.tanh(x) * 2)).sigmoid()
+    r = _check(f, [X], ["aten.tanh", "aten.exp", "aten.sin", "aten.sigmoid"])
+    bw = r.graph("backward")
+    assert bw.saved_tensors == 2, str(r)
+    assert "aten.tanh" in bw.replaced() and "aten.exp" in bw.replaced(), str(r)
