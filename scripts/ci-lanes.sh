@@ -3,7 +3,8 @@
 # The CI run: scripts/test.sh calls this when CI=true (as .ci/run does). Four lanes, one after
 # another, each configured, built and tested from its own preset and build directory:
 #
-#   default  the `ci` preset: everything built, every test (the long random-graph sweeps included)
+#   default  the `ci` preset: everything built, every test (the long random-graph sweeps included),
+#            after making the virtualenv .venv-torch (PyPI's PyTorch 2.x) the torch.compile tests need
 #   asan     `ci-asan`: the unit tests under AddressSanitizer + UBSan (-O1, UB fatal), with the
 #            random-graph sweeps cut to 10% (STITCH_TEST_SWEEP_PERCENT); no install or Python tests
 #   tsan     `tsan`: the thread pool, kernel cache and concurrent-run tests under ThreadSanitizer
@@ -19,7 +20,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 run() { echo "+ $*"; "$@"; }
 
 lane_default() {
-  run cmake --preset ci && run cmake --build --preset ci && run ctest --preset ci "$@"
+  run /usr/bin/python3 scripts/install_torch.py --venv .venv-torch &&
+    run cmake --preset ci && run cmake --build --preset ci && run ctest --preset ci "$@"
 }
 lane_asan() {
   run cmake --preset ci-asan && run cmake --build --preset ci-asan && run ctest --preset ci-asan
