@@ -1,0 +1,181 @@
+"""Hand-written blocks of CNN and transformer models through torch.compile, in inference and in
+training (three SGD steps, each call at new sizes), against eager: GroupNorm + SiLU after a
+convolution, BatchNorm in training (its running statistics too), SwiGLU with `chunk`, RMSNorm;
+and dropout in training, whose masks may come from another random stream than eager's, so it is
+checked by what any dropout must satisfy."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import harness
+
+
+class GroupNormSiLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(4, 8)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.norm(self.conv(x)))
+
+
+class ConvBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return F.relu(self.norm(self.conv(x)))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim=32, hidden=48):
+        super().__init__()
+        self.up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        gate, value = self.up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * value)
+
+
+class RMSNorm(nn.Module):
+    """A projection, then RMSNorm: the projection's gradient goes through the norm's backward
+    (with the block's input as the only thing before it, the backward would compute the norm
+    weight's gradient alone)."""
+
+    def __init__(self, dim=32, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.proj = nn.Linear(dim, dim)
+        self.weight = nn.Parameter(torch.rand(dim) + 0.5)
+
+    def forward(self, x):
+        x = self.proj(x)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+IMAGES = [(2, 4, 8, 8), (3, 4, 6, 10), (2, 4, 12, 12)]
+TOKENS = [(2, 8, 32), (3, 12, 32), (2, 16, 32)]
+# Per block: its class, the input shapes of successive calls, and the aten ops that must run in
+# Stitch in the forward, backward and inference graphs.
+BLOCKS = {
+    "groupnorm_silu": (GroupNormSiLU, IMAGES, {
+        "forward": ["aten.native_group_norm", "aten.silu"],
+        "backward": ["aten.native_group_norm_backward", "aten.silu_backward"],
+        "inference": ["aten.native_group_norm", "aten.silu"]}),
+    # AOTAutograd's functional form of batch norm in training (it returns the new running
+    # statistics instead of writing them), the eval form without statistics in inference.
+    "batchnorm": (ConvBatchNorm, IMAGES, {
+        "forward": ["aten._native_batch_norm_legit_functional"],
+        "backward": ["aten.native_batch_norm_backward"],
+        "inference": ["aten._native_batch_norm_legit_no_training"]}),
+    "swiglu": (SwiGLU, TOKENS, {
+        "forward": ["aten.silu", "aten.mul"],
+        "backward": ["aten.silu_backward"],
+        "inference": ["aten.silu", "aten.mul"]}),
+    "rmsnorm": (RMSNorm, TOKENS, {
+        "forward": ["aten.pow", "aten.mean", "aten.rsqrt"],
+        "backward": ["aten.pow"],
+        "inference": ["aten.pow", "aten.mean", "aten.rsqrt"]}),
+}
+
+
+def data(shapes):
+    """(input, seed of the upstream gradient) per call."""
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(s, generator=g), seed) for seed, s in enumerate(shapes)]
+
+
+def build(name):
+    torch.manual_seed(0)
+    return BLOCKS[name][0]()
+
+
+def loss_of(model, batch):
+    """sum(out * g) / numel with a fixed random g: every output element gets its own gradient (a
+    loss such as mean(out^2) is near constant after a norm)."""
+    x, seed = batch
+    out = model(x)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
+    return (out * g).sum() / out.numel()
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_block_inference(name):
+    model = build(name)
+    if name == "batchnorm":
+        # Running statistics other than the initial 0 and 1.
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    harness.check_inference(model, [x for x, _ in data(BLOCKS[name][1])], lambda m, x: m(x))
+    harness.expect_in_stitch(inference=BLOCKS[name][2]["inference"])
+    harness.expect_no_runtime_fallbacks()
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_block_training(name):
+    eager, compiled = harness.check_training(build(name), data(BLOCKS[name][1]), loss_of)
+    if name == "batchnorm":
+        # check_training compared the buffers after each step; make sure there was something to
+        # compare: three batches moved the running statistics and counted.
+        assert int(compiled.norm.num_batches_tracked) == 3
+        assert not torch.allclose(compiled.norm.running_mean, torch.zeros(8))
+    wanted = BLOCKS[name][2]
+    harness.expect_in_stitch(forward=wanted["forward"], backward=wanted["backward"])
+    harness.expect_no_runtime_fallbacks()
+
+
+class DropoutBlock(nn.Module):
+    def __init__(self, dim, p):
+        super().__init__()
+        self.w = nn.Parameter(torch.rand(dim) + 0.5)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(torch.tanh(x) * self.w)
+
+
+def test_dropout_training():
+    """Whatever random stream the compiled dropout draws from, for each call: the kept elements
+    are exactly the eager values scaled by 1/(1-p); about p of them are dropped; the gradients are
+    those of the mask the output shows; and every call draws a new mask."""
+    p, dim = 0.3, 256
+    torch.manual_seed(0)
+    block = DropoutBlock(dim, p).train()
+    compiled = harness.compile_model(block)
+    gen = torch.Generator().manual_seed(2)
+    masks = []
+    for rows in (64, 48, 64):
+        x = torch.randn(rows, dim, generator=gen).requires_grad_()
+        g = torch.randn(rows, dim, generator=gen)
+        y = compiled(x)
+        (y * g).sum().backward()
+        h = (torch.tanh(x) * block.w).detach()
+        assert (h != 0).all()  # so a zero in y is a dropped element
+        kept = y.detach() != 0
+        harness.close(y.detach()[kept], h[kept] / (1 - p), "kept elements")
+        n = kept.numel()
+        dropped = 1 - kept.float().mean().item()
+        assert abs(dropped - p) < 5 * math.sqrt(p * (1 - p) / n), f"dropped {dropped:.3f}, p={p}"
+        scale = kept.float() / (1 - p)
+        t = torch.tanh(x.detach())
+        harness.close(x.grad, g * scale * block.w.detach() * (1 - t * t), "input gradient")
+        harness.close(block.w.grad, (g * scale * t).sum(0), "weight gradient")
+        block.w.grad = None
+        masks.append(kept)
+    assert not torch.equal(masks[0], masks[2]), "two calls drew the same dropout mask"
+
+
+def test_dropout_eval_is_identity():
+    torch.manual_seed(0)
+    block = DropoutBlock(64, 0.5).eval()
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        harness.close(harness.compile_model(block)(x), torch.tanh(x) * block.w, "eval dropout")
