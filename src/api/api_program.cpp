@@ -4,9 +4,22 @@
 // the graph after the passes (what the driver plans and emits), and what was made for each input
 // signature so far: the driver's build of it, loaded by the engine's backend. DLPack arguments
 // are checked by api_dlpack.h before anything else; the backend then sees plain buffers.
+//
+// Repeat runs. Checking a run in full (binding the graph's symbols, concretizing every output
+// shape, the signature key and its lookup) costs several times what the kernels of a small piece
+// take, and a caller such as the PyTorch hook repeats the same tensor descriptions call after
+// call. So a run that passed every check leaves a RunSignature: each tensor's DLPack dtype,
+// device and shape, and the signature's state. A later run whose tensors are described exactly
+// so (compared field by field, never assumed) is known to pass the same checks, save the ones
+// that read what may differ between calls with equal descriptions: strides (compact), data (not
+// NULL unless empty) and aliasing. Those are checked again on every run; a run with any overlap
+// between tensors, or one that matches no kept signature, takes the checked path, which gives
+// the same errors as before. The program keeps its RunSignatures until it is destroyed, so the
+// lock-free `last` may point at one: the repeat check is one atomic load and a comparison.
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -31,6 +44,22 @@ struct SignatureState {
   std::shared_ptr<rt::Executable> executable;
 };
 
+// One tensor of a run that passed every check, as its DLTensor described it.
+struct CheckedTensor {
+  DLDataType dltype;
+  DLDevice device;
+  ir::DType dtype;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+// The tensors of a run that passed every check, and the state of their signature (the repeat
+// path: note at the top). Immutable once made.
+struct RunSignature {
+  std::vector<CheckedTensor> inputs, outputs;
+  std::shared_ptr<SignatureState> state;
+};
+
 }  // namespace
 
 struct stitch_program_s {
@@ -39,6 +68,13 @@ struct stitch_program_s {
   ir::Graph optimized;
   std::mutex mutex;  // guards states
   std::map<std::string, std::shared_ptr<SignatureState>> states;
+  // Its own lock, so that a repeat run never waits for another signature's compile (stateFor
+  // holds `mutex` while the driver builds).
+  std::mutex checkedMutex;  // guards checked
+  // Every RunSignature so far, by descriptionKey(): never removed before the program is.
+  std::map<std::vector<int64_t>, std::unique_ptr<const RunSignature>> checked;
+  // The RunSignature of the latest run that found or made one (null before the first).
+  std::atomic<const RunSignature*> last{nullptr};
 };
 
 namespace {
@@ -167,10 +203,13 @@ struct StagedOutput {
   size_t bytes = 0;
 };
 
-// Runs a program on checked tensor views: plans (and compiles) the signature on first use.
-// Types are checked before aliasing, so a wrong dtype or shape is reported as such.
-void runChecked(stitch_program_s& program, std::span<const reference::TensorView> in,
-                std::span<const reference::MutTensorView> out, void* stream) {
+// Runs a program on checked tensor views: plans (and compiles) the signature on first use, and
+// returns its state. Types are checked before aliasing, so a wrong dtype or shape is reported as
+// such.
+std::shared_ptr<SignatureState> runChecked(stitch_program_s& program,
+                                           std::span<const reference::TensorView> in,
+                                           std::span<const reference::MutTensorView> out,
+                                           void* stream) {
   const ir::Graph& g = program.graph;
   const rt::Backend& backend = *program.config->backend;
   std::vector<ir::ConcreteInput> sig;
@@ -202,6 +241,130 @@ void runChecked(stitch_program_s& program, std::span<const reference::TensorView
   else reference::evaluate(g, in, runOut);  // the oracle runs the graph as given
   for (size_t j = 0; j < out.size(); ++j)
     if (inPlace[j] >= 0) std::memcpy(out[j].data, staged[j].data.get(), staged[j].bytes);
+  return state;
+}
+
+// The repeat path (note at the top).
+
+// The tensors' descriptions as one key of stitch_program_s::checked, into `key`: per tensor,
+// inputs then outputs, its DLPack dtype, device, rank and dims. False (key unusable) for a tensor
+// without a readable shape.
+bool descriptionKey(std::span<const DLTensor> inputs, std::span<const DLTensor> outputs,
+                    std::vector<int64_t>& key) {
+  key.clear();
+  for (std::span<const DLTensor> tensors : {inputs, outputs})
+    for (const DLTensor& t : tensors) {
+      if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) return false;
+      key.insert(key.end(), {t.dtype.code, t.dtype.bits, t.dtype.lanes, t.device.device_type,
+                             t.device.device_id, t.ndim});
+      key.insert(key.end(), t.shape, t.shape + t.ndim);
+    }
+  return true;
+}
+
+// Whether `t` passes checkTensor as the tensor `c` was checked: the same description, and what
+// may differ under an equal description valid too (strides compact, data set unless empty).
+bool passesAs(const DLTensor& t, const CheckedTensor& c) {
+  if (t.ndim != static_cast<int32_t>(c.shape.size()) || t.dtype.code != c.dltype.code ||
+      t.dtype.bits != c.dltype.bits || t.dtype.lanes != c.dltype.lanes ||
+      t.device.device_type != c.device.device_type || t.device.device_id != c.device.device_id)
+    return false;
+  if (t.ndim > 0 && (t.shape == nullptr || !std::equal(c.shape.begin(), c.shape.end(), t.shape)))
+    return false;
+  if (t.strides) {
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+      expect *= t.shape[i];  // bounded: the shape is one checkTensor accepted
+    }
+  }
+  return t.data != nullptr || c.bytes == 0;
+}
+
+bool passesAs(std::span<const DLTensor> inputs, std::span<const DLTensor> outputs,
+              const RunSignature& s) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!passesAs(inputs[i], s.inputs[i])) return false;
+  for (size_t j = 0; j < outputs.size(); ++j)
+    if (!passesAs(outputs[j], s.outputs[j])) return false;
+  return true;
+}
+
+// Whether any output shares a byte with an input or another output. The repeat path runs only
+// when none does; any sharing (an in-place run, or an error) is for checkAliasing to judge.
+bool anyOverlap(std::span<const DLTensor> inputs, std::span<const DLTensor> outputs,
+                const RunSignature& s) {
+  auto begin = [](const DLTensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data) + static_cast<uintptr_t>(t.byte_offset);
+  };
+  auto overlap = [&](const DLTensor& a, size_t aBytes, const DLTensor& b, size_t bBytes) {
+    return aBytes != 0 && bBytes != 0 && begin(a) < begin(b) + bBytes &&
+           begin(b) < begin(a) + aBytes;
+  };
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    for (size_t k = 0; k < j; ++k)
+      if (overlap(outputs[j], s.outputs[j].bytes, outputs[k], s.outputs[k].bytes)) return true;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (overlap(outputs[j], s.outputs[j].bytes, inputs[i], s.inputs[i].bytes)) return true;
+  }
+  return false;
+}
+
+// Runs the tensors on a kept signature when they pass as its tensors and overlap nothing; false
+// when the run must take the checked path instead. The graph's counts are checked by the caller.
+bool runRepeat(stitch_program_s& p, std::span<const DLTensor> inputs,
+               std::span<const DLTensor> outputs, void* stream) {
+  const RunSignature* s = p.last.load(std::memory_order_acquire);
+  if (s == nullptr) return false;  // nothing checked yet
+  if (!passesAs(inputs, outputs, *s)) {
+    // Another kept signature (shapes that alternate, or threads running different ones)?
+    thread_local std::vector<int64_t> key;
+    if (!descriptionKey(inputs, outputs, key)) return false;
+    {
+      std::lock_guard<std::mutex> lock(p.checkedMutex);
+      auto it = p.checked.find(key);
+      if (it == p.checked.end()) return false;
+      s = it->second.get();
+    }
+    if (!passesAs(inputs, outputs, *s)) return false;
+    p.last.store(s, std::memory_order_release);
+  }
+  if (anyOverlap(inputs, outputs, *s)) return false;
+  thread_local std::vector<reference::TensorView> in;
+  thread_local std::vector<reference::MutTensorView> out;
+  in.clear();
+  out.clear();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back({s->inputs[i].dtype, s->inputs[i].shape, dataOf(inputs[i])});
+  for (size_t j = 0; j < outputs.size(); ++j)
+    out.push_back({s->outputs[j].dtype, s->outputs[j].shape,
+                   static_cast<char*>(outputs[j].data) + outputs[j].byte_offset});
+  if (s->state->executable) runKernels(p, *s->state, in, out, stream);
+  else reference::evaluate(p.graph, in, out);  // the oracle runs the graph as given
+  return true;
+}
+
+// Keeps the tensors of a run that passed every check as a RunSignature (one per description),
+// and makes it the program's last.
+void remember(stitch_program_s& p, std::span<const DLTensor> inputs,
+              std::span<const DLTensor> outputs, std::span<const reference::TensorView> in,
+              std::span<const reference::MutTensorView> out,
+              std::shared_ptr<SignatureState> state) {
+  std::vector<int64_t> key;
+  if (!descriptionKey(inputs, outputs, key)) return;  // cannot happen after checkTensor
+  auto checked = [](const DLTensor& t, ir::DType dtype, std::span<const int64_t> shape) {
+    return CheckedTensor{t.dtype, t.device, dtype, std::vector<int64_t>(shape.begin(), shape.end()),
+                         api::viewBytes(dtype, shape)};
+  };
+  auto s = std::make_unique<RunSignature>();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    s->inputs.push_back(checked(inputs[i], in[i].dtype, in[i].shape));
+  for (size_t j = 0; j < outputs.size(); ++j)
+    s->outputs.push_back(checked(outputs[j], out[j].dtype, out[j].shape));
+  s->state = std::move(state);
+  std::lock_guard<std::mutex> lock(p.checkedMutex);
+  auto it = p.checked.try_emplace(std::move(key), std::move(s)).first;
+  p.last.store(it->second.get(), std::memory_order_release);
 }
 
 }  // namespace
@@ -273,6 +436,8 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
     STITCH_CHECK(num_outputs == g.outputs().size(), ErrorCode::ShapeMismatch,
                  "graph {} has {} outputs, but {} output tensors were given", g.name(),
                  g.outputs().size(), num_outputs);
+    std::span<const DLTensor> inputSpan(inputs, num_inputs), outputSpan(outputs, num_outputs);
+    if (runRepeat(*program, inputSpan, outputSpan, stream)) return STITCH_OK;
     std::vector<reference::TensorView> in;
     for (size_t i = 0; i < num_inputs; ++i) {
       const DLTensor& t = inputs[i];
@@ -286,7 +451,8 @@ stitch_status_t stitch_program_run(stitch_program_t program, const DLTensor* inp
       out.push_back({dt, std::span<const int64_t>(t.shape, t.ndim),
                      static_cast<char*>(t.data) + t.byte_offset});
     }
-    runChecked(*program, in, out, stream);
+    std::shared_ptr<SignatureState> state = runChecked(*program, in, out, stream);
+    remember(*program, inputSpan, outputSpan, in, out, std::move(state));
     return STITCH_OK;
   })
 }
