@@ -15,6 +15,19 @@ programs) and adds only what Python callers expect:
   ``__cuda_array_interface__``), so data is never copied. The structs and their shape/stride
   arrays are kept alive by Python objects for the duration of the call only: Stitch does not
   retain tensors after a run returns.
+* PyTorch's hot path, :meth:`Program.run_torch`: a piece of a compiled PyTorch graph is called
+  with tensors of the same shapes call after call, so building DLTensors and asking for output
+  shapes on every call (tens of microseconds) would cost more than a small piece computes. Per
+  input signature (each tensor's shape, dtype and device, after non-contiguous inputs are made
+  contiguous: a copy, as eager PyTorch would make for an op that needs one) it keeps the output
+  shapes and dtypes and DLTensor arrays that are complete but for the data pointers. A repeat
+  call writes the pointers, allocates the outputs with ``torch.empty`` and makes one C call,
+  whose repeat path compares the descriptions with the run it checked first (api_program.cpp).
+  Contiguous inputs are passed with NULL strides, which is exact for them (``is_contiguous()``
+  is compact row-major but for dims of size 1). Correctness never rests on the cache: a
+  signature not seen goes through ``stitch_program_output_shape``, and the C run checks every
+  call. Concurrent calls each take their own array copy from a per-signature pool, so threads
+  never write each other's pointers.
 * Ownership: each handle is owned by one Python object whose ``close()`` (also ``__del__`` and
   the context-manager exit) calls the matching ``_destroy``. Graphs borrowed from a parsed module
   keep the module alive and are never destroyed on their own, as stitch.h requires.
@@ -197,6 +210,12 @@ _program_output_shape = _decl("stitch_program_output_shape", _st, _p, ctypes.POI
                               _sz, _sz, _i64p, _sz, ctypes.POINTER(_sz))
 _program_run = _decl("stitch_program_run", _st, _p, ctypes.POINTER(_DLTensor), _sz,
                      ctypes.POINTER(_DLTensor), _sz, _p)
+# The same function taking the DLTensor arrays as addresses (run_torch's buffers): converting a
+# Python int is the cheapest argument ctypes has. A second function object, since _decl's is
+# shared by attribute access and its argtypes must stay.
+_program_run_at = _lib["stitch_program_run"]
+_program_run_at.restype = _st
+_program_run_at.argtypes = [_p, _p, _sz, _p, _sz, _p]
 
 
 def version() -> str:
@@ -514,16 +533,26 @@ def parse_module(text: str, filename: Optional[str] = None) -> Dict[str, Graph]:
 _TORCH_DTYPES: Dict[Any, str] = {}
 
 
-def _torch_dtype_name(t) -> str:
+def _torch_dtypes() -> Dict[Any, str]:
+    """torch dtype -> Stitch dtype name (torch is imported on first use only)."""
     if not _TORCH_DTYPES:
         import torch
         _TORCH_DTYPES.update({torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
                               torch.float64: "f64", torch.int32: "i32", torch.int64: "i64",
                               torch.bool: "bool"})
+    return _TORCH_DTYPES
+
+
+def _torch_dtype_name(t) -> str:
     try:
-        return _TORCH_DTYPES[t]
+        return _torch_dtypes()[t]
     except KeyError:
         raise StitchError(Status.UNSUPPORTED, "tensor dtype %s is not supported by Stitch" % t)
+
+
+def _torch_dtype(name: str):
+    """The torch dtype of a Stitch dtype name (every Stitch dtype has one)."""
+    return next(t for t, n in _torch_dtypes().items() if n == name)
 
 
 class _TensorView:
@@ -650,6 +679,7 @@ class Program:
         self.engine = engine  # programs stay valid without it, but keep its options readable
         self.output_dtypes = [graph.value_info(i, output=True)[1]
                               for i in range(graph.num_outputs)]
+        self._torch_signatures: Dict[tuple, "_TorchSignature"] = {}  # run_torch's, by key
 
     @property
     def num_inputs(self) -> int:
@@ -688,10 +718,6 @@ class Program:
                             len(out_views), stream))
         return list(outputs)
 
-    def run_torch(self, inputs: Sequence[Any], stream: Optional[int] = None) -> List[Any]:
-        """Runs on PyTorch tensors (compact, on one device) and returns new output tensors."""
-        return self.run(inputs, None, stream=stream)
-
     __call__ = lambda self, *inputs: _single(self.run(inputs))  # noqa: E731
 
     def _allocate(self, inputs, views):
@@ -710,6 +736,53 @@ class Program:
                 raise StitchError(Status.UNSUPPORTED, "NumPy has no %s; pass outputs" % d)
         return [np.empty(s, dtype=ndt[d]) for s, d in zip(shapes, self.output_dtypes)]
 
+    def run_torch(self, inputs: Sequence[Any], stream: Optional[int] = None) -> List[Any]:
+        """Runs on PyTorch tensors on one device and returns new output tensors: the fast path
+        for calls that repeat input signatures (design note at the top). Non-contiguous inputs
+        are copied to contiguous ones first. `stream`: the CUDA/HIP stream to run on, as an int
+        (``torch.cuda.current_stream().cuda_stream``, on which the outputs are allocated);
+        None: the default stream."""
+        ins = [t if t.is_contiguous() else t.contiguous() for t in inputs]
+        key = tuple([d for t in ins for d in (t.shape, t.dtype, t.device)])
+        sig = self._torch_signatures.get(key)
+        if sig is None:
+            sig = self._torch_signature(ins, key)
+        empty = sig.empty
+        outs = [empty(shape, dtype=dt, device=dev) for shape, dt, dev in sig.outputs]
+        pool = sig.pool
+        try:
+            call = pool.pop()
+        except IndexError:
+            call = _TorchCall(sig)
+        words = call.words
+        for k, t in zip(sig.data_words, ins + outs):
+            words[k] = t.data_ptr()
+        status = _program_run_at(self._h, call.inputs, len(ins), call.outputs, len(outs), stream)
+        pool.append(call)
+        if status:
+            _check(status)
+        return outs
+
+    def _torch_signature(self, ins: List[Any], key: tuple) -> "_TorchSignature":
+        """Makes (and keeps) what run_torch needs for one input signature. The C API checks the
+        inputs here (stitch_program_output_shape), so nothing is kept for a signature it
+        refuses."""
+        views = [as_dltensor(t) for t in ins]
+        shapes = self.output_shapes(views)
+        # Outputs go where the inputs are (the C run checks that this is the engine's device).
+        if ins:
+            device, dl_device = ins[0].device, views[0].dl.device
+        else:
+            import torch
+            dl_type, dl_id = self.engine.device()
+            dl_device = _DLDevice(dl_type, dl_id)
+            device = torch.device("cpu") if dl_type == _DL_CPU else torch.device("cuda", dl_id)
+        sig = _TorchSignature(views, shapes, self.output_dtypes, device, dl_device)
+        if len(self._torch_signatures) >= _TORCH_SIGNATURES_KEPT:
+            self._torch_signatures.clear()  # shapes that never repeat: start over
+        self._torch_signatures[key] = sig
+        return sig
+
     def close(self) -> None:
         if self._h:
             _program_destroy(self._h)
@@ -720,6 +793,62 @@ class Program:
             self.close()
         except Exception:
             pass
+
+
+# Input signatures run_torch keeps per program. Beyond it the cache starts over: a model whose
+# shapes change on every call gains nothing from it, and the entries are small (~1 KiB).
+_TORCH_SIGNATURES_KEPT = 1024
+# Words (uint64) per DLTensor; the data pointer is the first.
+_DL_WORDS = ctypes.sizeof(_DLTensor) // 8
+
+
+class _TorchSignature:
+    """What run_torch keeps for one input signature: the outputs' (shape, torch dtype, device),
+    the DLTensors of the inputs then the outputs as words, complete but for the data pointers
+    (strides NULL: the tensors are contiguous), the shape arrays they point at, and a pool of
+    _TorchCall buffers copied from them."""
+
+    __slots__ = ("outputs", "template", "shapes", "data_words", "pool", "empty", "num_inputs")
+
+    def __init__(self, views: Sequence[_TensorView], shapes: Sequence[Tuple[int, ...]],
+                 dtypes: Sequence[str], device: Any, dl_device: _DLDevice):
+        import torch
+        self.empty = torch.empty
+        self.outputs = [(tuple(s), _torch_dtype(d), device) for s, d in zip(shapes, dtypes)]
+        self.num_inputs = len(views)
+        n = len(views) + len(shapes)
+        dl = (_DLTensor * max(n, 1))()
+        self.shapes = []
+        for i, v in enumerate(views):
+            self.shapes.append(v.shape)
+            dl[i] = v.dl
+            dl[i].data = None
+            dl[i].strides = None
+        for j, (shape, dt) in enumerate(zip(shapes, dtypes)):
+            arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            self.shapes.append(arr)
+            _, code, bits = DTYPES[dt]
+            t = dl[len(views) + j]
+            t.device = dl_device
+            t.ndim = len(shape)
+            t.dtype = _DLDataType(code, bits, 1)
+            t.shape = ctypes.cast(arr, _i64p)
+        self.template = (ctypes.c_uint64 * (len(dl) * _DL_WORDS)).from_buffer_copy(dl)
+        self.data_words = [k * _DL_WORDS for k in range(n)]
+        self.pool: List[_TorchCall] = []
+
+
+class _TorchCall:
+    """One run_torch call's DLTensors (a copy of its signature's template) and their addresses.
+    A call takes one from the pool and puts it back after the C call: concurrent calls never
+    share one."""
+
+    __slots__ = ("words", "inputs", "outputs")
+
+    def __init__(self, sig: _TorchSignature):
+        self.words = type(sig.template).from_buffer_copy(sig.template)
+        self.inputs = ctypes.addressof(self.words)
+        self.outputs = self.inputs + sig.num_inputs * ctypes.sizeof(_DLTensor)
 
 
 def _single(outs: List[Any]):

@@ -92,3 +92,117 @@ def test_unknown_engine_option():
         stitch.Engine(backend="tpu")
     assert info.value.status == stitch.Status.INVALID_ARGUMENT
     assert "cpu" in info.value.message  # lists the valid ones
+
+
+# ---------------------------------------------------------------------------------------------
+# Program.run_torch: the PyTorch fast path (signatures kept, one C call per repeat)
+
+MIXED = """
+graph mixed(x: f32[N, 4], b: f32[4]) {
+  y = add(x, b)
+  m = lt(x, b)
+  d = cast(y, to=f64)
+  return y, m, d
+}
+"""
+
+
+def _mixed_want(torch, x, b):
+    y = x + b
+    return [y, x < b, y.double()]
+
+
+def _assert_outputs(torch, got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.is_contiguous()
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_run_torch_repeats_and_changes_signatures():
+    torch = pytest.importorskip("torch")
+    p = _engine().compile(stitch.parse(MIXED))
+    b = torch.randn(4)
+    firsts = []
+    for n in [3, 3, 5, 3, 5, 0, 1, 3]:  # repeats, a new size, alternation, empty
+        x = torch.randn(n, 4)
+        got = p.run_torch([x, b])
+        _assert_outputs(torch, got, _mixed_want(torch, x, b))
+        if n == 3:
+            firsts.append((got, x))
+    # Every call returned new outputs: the earlier ones still hold their own answers.
+    for got, x in firsts:
+        _assert_outputs(torch, got, _mixed_want(torch, x, b))
+    assert len({g[0].data_ptr() for g, _ in firsts}) == len(firsts)
+
+
+def test_run_torch_non_contiguous_inputs_are_copied():
+    torch = pytest.importorskip("torch")
+    p = _engine().compile(stitch.parse(MIXED))
+    b = torch.randn(8)[::2]  # stride 2
+    x = torch.randn(4, 6).t()[:, :4]  # [6, 4], transposed
+    assert not x.is_contiguous() and not b.is_contiguous()
+    _assert_outputs(torch, p.run_torch([x, b]), _mixed_want(torch, x, b))
+    # The same shapes contiguous, then strided again: the kept signature serves both.
+    xc, bc = x.contiguous() + 1, b.contiguous()
+    _assert_outputs(torch, p.run_torch([xc, bc]), _mixed_want(torch, xc, bc))
+    _assert_outputs(torch, p.run_torch([x, b]), _mixed_want(torch, x, b))
+
+
+def test_run_torch_errors_after_a_good_call():
+    torch = pytest.importorskip("torch")
+    p = _engine().compile(stitch.parse(MIXED))
+    x, b = torch.randn(3, 4), torch.randn(4)
+    p.run_torch([x, b])
+    with pytest.raises(stitch.StitchError) as info:
+        p.run_torch([torch.randn(3, 5), b])  # x must be [N, 4]
+    assert info.value.status == stitch.Status.SHAPE_MISMATCH
+    with pytest.raises(stitch.StitchError) as info:
+        p.run_torch([x.double(), b])
+    assert info.value.status == stitch.Status.SHAPE_MISMATCH
+    with pytest.raises(stitch.StitchError) as info:
+        p.run_torch([x, b.to(torch.int8)])  # no Stitch dtype
+    assert info.value.status == stitch.Status.UNSUPPORTED
+    with pytest.raises(stitch.StitchError) as info:
+        p.run_torch([x])
+    assert info.value.status == stitch.Status.SHAPE_MISMATCH
+    # Refused signatures are not kept, and the good one still runs.
+    _assert_outputs(torch, p.run_torch([x, b]), _mixed_want(torch, x, b))
+    with pytest.raises(stitch.StitchError):
+        p.run_torch([torch.randn(3, 5), b])
+
+
+def test_run_torch_without_inputs():
+    torch = pytest.importorskip("torch")
+    p = _engine().compile(stitch.parse(
+        "graph g() {\n  f = full(shape=[2, 3], value=3, dtype=f32)\n  return f\n}\n"))
+    for _ in range(2):
+        (f,) = p.run_torch([])
+        assert f.device.type == "cpu"
+        torch.testing.assert_close(f, torch.full((2, 3), 3.0))
+
+
+def test_run_torch_from_several_threads():
+    """Threads share a program and its kept signatures; each call must compute on its own
+    tensors (the C call releases the GIL, so calls overlap)."""
+    torch = pytest.importorskip("torch")
+    import threading
+    p = _engine().compile(stitch.parse(MIXED))
+    b = torch.randn(4)
+    wrong = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        for k in range(1000):
+            x = torch.randn(2 + k % 2, 4, generator=g)
+            got = p.run_torch([x, b])
+            want = _mixed_want(torch, x, b)
+            if not all(torch.equal(u, v) for u, v in zip(got, want)):
+                wrong.append((seed, k))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
