@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU and no network (the device machine):
-#   scripts/gpu-check.sh OUTDIR [build] [tests] [examples] [bench]   (default: all four)
+#   scripts/gpu-check.sh OUTDIR [build] [tests] [examples] [bench] [torch]   (default: all five)
 # build:    configures build/gpu (Release, no LLVM: the CUDA path needs none) against the offline
 #           dependencies in .deps (../shared/tools/offline-deps.sh .deps, run where apt works);
 # tests:    the `gpu`-labelled tests (every example and 500 random graphs on cuda vs the reference);
 # examples: `stitch run EXAMPLE --backend cuda --check --iters 20` for every example;
-# bench:    the GPU benchmark (bench/gpu/run.py) into OUTDIR/gpu.md and OUTDIR/gpu.json.
+# bench:    the GPU benchmark (bench/gpu/run.py) into OUTDIR/gpu.md and OUTDIR/gpu.json;
+# torch:    with the machine's python3 (PyTorch 2.x; transformers if present, else the model tests
+#           skip): python/tests/torch2 on CUDA tensors (STITCH_TEST_DEVICE=cuda), then the
+#           training-step benchmark (bench/torch/train_step.py: eager vs Inductor vs
+#           backend="stitch", GPT-2-small and Llama-style) into OUTDIR/train_step.md.
 # Logs go to OUTDIR. Exit status: the number of failed stages.
 set -uo pipefail
 out=${1:?usage: gpu-check.sh OUTDIR [build] [tests] [examples] [bench]}
 shift
 mkdir -p "$out"
-stages=${*:-build tests examples bench}
+stages=${*:-build tests examples bench torch}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 deps=$PWD/.deps/usr
 export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -24,7 +28,7 @@ for stage in $stages; do
     build)
       { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTITCH_ENABLE_LLVM=OFF \
           -DSTITCH_ENABLE_HIP=OFF -DSTITCH_BUILD_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$deps" &&
-        cmake --build build/gpu -j"$(nproc)" --target stitch_cli stitch_gpu_tests; } \
+        cmake --build build/gpu -j"$(nproc)" --target stitch stitch_cli stitch_gpu_tests; } \
         >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; failed=$((failed + 1)); }
       ;;
     tests)
@@ -49,6 +53,19 @@ for stage in $stages; do
       python3 bench/gpu/run.py --stitch build/gpu/tools/stitch --out "$out/gpu.md" \
         --json "$out/gpu.json" >"$out/bench.log" 2>&1 || failed=$((failed + 1))
       tail -30 "$out/gpu.md" 2>/dev/null
+      ;;
+    torch)
+      export PYTHONPATH=$PWD/python STITCH_LIBRARY=$PWD/build/gpu/src/libstitch.so
+      STITCH_TEST_DEVICE=cuda python3 -m pytest python/tests/torch2 -q -p no:cacheprovider \
+        >"$out/torch-tests.log" 2>&1 || failed=$((failed + 1))
+      tail -5 "$out/torch-tests.log"
+      if python3 -c "import transformers" 2>/dev/null; then
+        python3 bench/torch/train_step.py --device cuda --out "$out/train_step.md" \
+          >"$out/train_step.log" 2>&1 || failed=$((failed + 1))
+        tail -20 "$out/train_step.md" 2>/dev/null
+      else
+        echo "transformers is not installed: no training-step benchmark"
+      fi
       ;;
     *) echo "unknown stage $stage"; failed=$((failed + 1)) ;;
   esac

@@ -4,6 +4,10 @@ and training, and the checks on Stitch's reports.
 STITCH_TEST_BACKEND names another torch.compile backend (`aot_eager`, `inductor`) to run the same
 tests through, which checks the tests themselves; only the report checks are then skipped, since
 only Stitch writes reports. Unset, the backend is "stitch" and every check runs.
+
+STITCH_TEST_DEVICE=cuda runs the models and batches of check_inference/check_training on the GPU
+(Stitch's cuda backend, on PyTorch's current stream; scripts/gpu-check.sh's `torch` stage), with
+TF32 off so that eager computes in f32 as Stitch does.
 """
 from __future__ import annotations
 
@@ -20,6 +24,21 @@ import stitch.torch  # registers the "stitch" backend
 
 BACKEND = os.environ.get("STITCH_TEST_BACKEND", "stitch")
 STITCH = BACKEND == "stitch"
+DEVICE = torch.device(os.environ.get("STITCH_TEST_DEVICE", "cpu"))
+if DEVICE.type == "cuda":
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def on_device(x):
+    """x (a tensor, or tuples, lists and dicts of them) on DEVICE."""
+    if isinstance(x, torch.Tensor):
+        return x.to(DEVICE)
+    if isinstance(x, (list, tuple)):
+        return type(x)(on_device(v) for v in x)
+    if isinstance(x, dict):
+        return {k: on_device(v) for k, v in x.items()}
+    return x
 
 # f32 on the CPU: Stitch's kernels sum in other orders than PyTorch's, so results differ in the
 # last bits, and more after a backward and three optimizer steps.
@@ -55,10 +74,11 @@ def check_inference(model: torch.nn.Module, batches: Iterable, run: Callable, co
     """`run(model, batch)` -> a tensor, under torch.no_grad(), eager against compiled, for each
     batch in turn (one compiled module: later batches reuse or recompile its graphs).
     `compiler(model)` compiles instead of torch.compile(model, backend=BACKEND, **compile_kwargs)."""
-    model.eval()
+    model = model.to(DEVICE).eval()
     compiled = (compiler or (lambda m: compile_model(m, **compile_kwargs)))(model)
     with torch.no_grad():
         for i, batch in enumerate(batches):
+            batch = on_device(batch)
             close(run(compiled, batch), run(model, batch), f"inference call {i}")
 
 
@@ -70,12 +90,13 @@ def check_training(model: torch.nn.Module, batches: Sequence, loss_of: Callable,
     running statistics) must agree after each step. `loss_of(model, batch)` -> a scalar tensor;
     `compiler` as for check_inference; `after_step(step)` runs after each step's checks.
     Returns (eager model, compiled model)."""
-    model.train()
+    model = model.to(DEVICE).train()
     eager, mine = copy.deepcopy(model), copy.deepcopy(model)
     compiled = (compiler or (lambda m: compile_model(m, **compile_kwargs)))(mine)
     opt_e, opt_c = optimizer(eager.parameters(), lr=lr), optimizer(mine.parameters(), lr=lr)
     tol = dict(rtol=TRAIN_RTOL, atol=TRAIN_ATOL)
     for step, batch in enumerate(batches):
+        batch = on_device(batch)
         loss_e, loss_c = loss_of(eager, batch), loss_of(compiled, batch)
         close(loss_c, loss_e, f"step {step}: loss", **tol)
         loss_e.backward()
