@@ -121,9 +121,12 @@ def _pow(b, n, _m):
     x, e = n.args[0], n.args[1]
     if tensor_meta(e) is None:
         e = b.scalar(e)
-        if e == 2:
+        if e in (2, 3, 4):
+            # Small integer powers as products (GELU's x**3, RMSNorm's x**2): as PyTorch
+            # computes them, and no call to a scalar pow per element.
             xv = b.operand(x, dt)
-            return b.op("mul", xv, xv)  # exact, as PyTorch's pow(x, 2)
+            sq = b.op("mul", xv, xv)
+            return sq if e == 2 else b.op("mul", sq, xv) if e == 3 else b.op("mul", sq, sq)
         if e == 0.5:
             return b.op("sqrt", b.operand(x, dt))
         if e == -0.5:

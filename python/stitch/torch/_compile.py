@@ -68,6 +68,7 @@ def _packet_name(target: Any) -> str:
 
 class AtenDialect(Dialect):
     table = TABLE
+    permutes = frozenset({aten.t, aten.transpose, aten.permute})
 
     def key(self, gm, n):
         if n.op != "call_function":

@@ -42,6 +42,8 @@ from ._report import GraphReport
 
 class FxDialect(Dialect):
     table = _fx_ops.TABLE
+    permutes = frozenset({_fx_ops._m("permute"), torch.permute, _fx_ops._m("transpose"),
+                          torch.transpose})
     check_grad = True
 
     def key(self, gm, n):

@@ -39,6 +39,7 @@ class Dialect:
     """What a front end tells the partitioner."""
 
     table: ConverterTable
+    permutes: frozenset = frozenset()  # layout ops that permute dims (see _trim_layout_edges)
     check_grad = False  # pieces run eagerly when autograd needs their graph (the 1.13 path)
 
     def key(self, gm: fx.GraphModule, n: fx.Node) -> Tuple[Any, Any]:
@@ -278,7 +279,7 @@ class Partitioner:
                                     "its tuple result is used whole")
         pieces = []
         for members in self._groups(supported):
-            members = self._trim_layout_tail(members)
+            members = self._trim_layout_edges(members)
             keys = {d.key(gm, m)[0] for m in members}
             if keys <= (d.table.layout_only | {operator.getitem}):
                 for m in members:
@@ -293,11 +294,15 @@ class Partitioner:
         report.traced = True
         return new_gm
 
-    def _trim_layout_tail(self, members: List[fx.Node]) -> List[fx.Node]:
-        """Drops layout ops whose results only leave the piece (a view or transpose at its end):
-        in PyTorch they are free views of the piece's output, in Stitch a second copy of it.
-        Repeated, since dropping one can leave its producer at the end."""
+    def _trim_layout_edges(self, members: List[fx.Node]) -> List[fx.Node]:
+        """Drops layout ops at a piece's edges. At its end (results that only leave the piece):
+        in PyTorch they are free views of the piece's output, in Stitch a second copy of it. At
+        its start, permutations of a piece input: Stitch would read the input across its rows,
+        where PyTorch hands over a transposed view that is made contiguous with a blocked copy
+        (or is contiguous already). Repeated, since dropping one can leave its neighbour at the
+        edge."""
         layout = self.d.table.layout_only
+        permutes = self.d.permutes
         kept = list(members)
         while True:
             inside = set(kept)
@@ -305,12 +310,19 @@ class Partitioner:
                     if self.d.key(self.gm, m)[0] in layout and not _is_tuple_element(m)
                     and not any(u in inside for u in m.users)
                     and not isinstance(m.meta.get("stitch"), list)]
-            if not tail:
+            head = [m for m in kept
+                    if self.d.key(self.gm, m)[0] in permutes
+                    and not any(a in inside for a in m.all_input_nodes)]
+            if not tail and not head:
                 return kept
             for m in tail:
                 self.report.add_fallback(m.name, self.d.op_name(self.gm, m),
                                          "a view of a piece's result: free in PyTorch")
-            kept = [m for m in kept if m not in tail]
+            for m in head:
+                if m not in tail:
+                    self.report.add_fallback(m.name, self.d.op_name(self.gm, m),
+                                             "a permutation of a piece's input: PyTorch's view")
+            kept = [m for m in kept if m not in tail and m not in head]
 
     # -- 3. programs --------------------------------------------------------------------------
     def _make_piece(self, index: int, members: List[fx.Node]):
