@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from ._builder import Builder
-from ._common import BIG, ConverterTable, Unsupported, arg, tensor_meta
+from ._common import BIG, ConverterTable, Unsupported, arg, reduce_axes, tensor_meta
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -67,22 +67,18 @@ def _alpha(b: Builder, n: fx.Node, v: int, dt: torch.dtype) -> int:
     return b.op("mul", v, b.const(alpha, dt))
 
 
-@_register(aten.add)
-def _add(b, n, _m):
-    dt = _out(b, n)
-    return b.op("add", b.operand(n.args[0], dt), _alpha(b, n, b.operand(n.args[1], dt), dt))
+def _with_alpha(opname: str, swap: bool):
+    """add/sub(a, b, alpha) = a op alpha*b; rsub(a, b, alpha) = b - alpha*a."""
+    def conv(b, n, _m):
+        dt = _out(b, n)
+        first, second = (n.args[1], n.args[0]) if swap else (n.args[0], n.args[1])
+        return b.op(opname, b.operand(first, dt), _alpha(b, n, b.operand(second, dt), dt))
+    return conv
 
 
-@_register(aten.sub)
-def _sub(b, n, _m):
-    dt = _out(b, n)
-    return b.op("sub", b.operand(n.args[0], dt), _alpha(b, n, b.operand(n.args[1], dt), dt))
-
-
-@_register(aten.rsub)
-def _rsub(b, n, _m):
-    dt = _out(b, n)
-    return b.op("sub", b.operand(n.args[1], dt), _alpha(b, n, b.operand(n.args[0], dt), dt))
+_register(aten.add)(_with_alpha("add", False))
+_register(aten.sub)(_with_alpha("sub", False))
+_register(aten.rsub)(_with_alpha("sub", True))
 
 
 @_register(aten.div)
@@ -307,15 +303,6 @@ def _full_like(b, n, _m):
 # -- reductions and normalizations ------------------------------------------------------------
 
 
-def _axes(dim: Any, rank: int) -> List[int]:
-    if dim is None:
-        return list(range(rank))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    if not dims:
-        return list(range(rank))  # sum(x, dim=[]) reduces everything, as in PyTorch
-    return sorted({d % rank for d in dims})
-
-
 def _reduce(opname: str):
     def conv(b, n, _m):
         x = n.args[0]
@@ -330,7 +317,7 @@ def _reduce(opname: str):
             return v
         dim = arg(n, 1, "dim")
         keep = bool(arg(n, 2, "keepdim", False))
-        return b.op(opname, v, axes=_axes(dim, xm.rank), keepdims=keep)
+        return b.op(opname, v, axes=reduce_axes(dim, xm.rank), keepdims=keep)
     return conv
 
 
@@ -352,7 +339,7 @@ def _var_mean(b, n, _m):
     dt = _out(b, n) if not isinstance(n.meta["stitch"], list) else n.meta["stitch"][0].dtype
     if xm is None or not dt.is_floating_point or xm.rank == 0:
         raise Unsupported("variance of this operand")
-    axes = _axes(arg(n, 1, "dim"), xm.rank)
+    axes = reduce_axes(arg(n, 1, "dim"), xm.rank)
     correction = n.kwargs.get("correction", 1)
     correction = 1 if correction is None else b.scalar(correction)
     keep = bool(n.kwargs.get("keepdim", False))

@@ -117,6 +117,16 @@ def same_type(dtype: str, dims: Sequence[Dim], meta: TensorMeta,
     return tuple(dims) == meta.dims
 
 
+def reduce_axes(dim: Any, rank: int) -> list:
+    """PyTorch's `dim` argument of a reduction as sorted axes (None or [] reduce every dim)."""
+    if dim is None:
+        return list(range(rank))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return list(range(rank))  # sum(x, dim=[]) reduces everything, as in PyTorch
+    return sorted({d % rank for d in dims})
+
+
 def describe(dtype: str, dims: Sequence[Dim]) -> str:
     return "%s%s" % (dtype, list(dims))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, Callable, Dict, List
+from typing import Any, List
 
 import torch
 import torch.fx as fx
@@ -16,7 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ._builder import Builder
-from ._common import BIG, ConverterTable, STITCH_DTYPE, TensorMeta, Unsupported, arg, tensor_meta
+from ._common import (BIG, STITCH_DTYPE, ConverterTable, Unsupported, arg, reduce_axes,
+                      tensor_meta)
 
 # ---------------------------------------------------------------------------------------------
 # Converters: one per torch function, method or module. Each returns a Stitch value (or a list
@@ -239,15 +240,6 @@ def _layer_norm(b, n, mod):
     return b.op("layer_norm", xv, g, be, axis=-len(shape), eps=float(b.scalar(eps)))
 
 
-def norm_dims(dim: Any, rank: int) -> List[int]:
-    if dim is None:
-        return list(range(rank))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    if not dims:
-        return list(range(rank))  # sum(x, dim=[]) reduces everything, as in PyTorch
-    return [d % rank if rank else 0 for d in dims]
-
-
 def _reduce(opname: str):
     def conv(b: Builder, n: fx.Node, _mod) -> int:
         x = arg(n, 0, "input")
@@ -260,7 +252,7 @@ def _reduce(opname: str):
         v = b.operand(x, out)  # sum(int) is i64 in PyTorch; mean(dtype=) casts first
         if xm.rank == 0:
             return v
-        return b.op(opname, v, axes=norm_dims(dim, xm.rank), keepdims=keep)
+        return b.op(opname, v, axes=reduce_axes(dim, xm.rank), keepdims=keep)
     return conv
 
 
