@@ -7,14 +7,17 @@ transformers (random weights, built from configs: nothing is downloaded), one tr
 
     PYTHONPATH=python STITCH_LIBRARY=build/ci/src/libstitch.so \\
         .venv-torch/bin/python bench/torch/train_step.py [--device cpu|cuda] [--model gpt2|llama]
-        [--batch B] [--seq S] [--layers L] [--hidden H] [--iters N] [--out FILE]
+        [--batch B] [--seq S] [--layers L] [--hidden H] [--iters N] [--pieces K] [--out FILE]
 
 Like for like: every contender starts from a deep copy of the same weights and gets the same
 token batches; the first step's loss of each is compared with eager's (a mismatch is reported in
 the table, never hidden). Times are the median and min of --iters steps after warm-up (the first
 steps compile); CUDA steps are synchronized. Peak memory is torch.cuda.max_memory_allocated over
 the timed steps (CUDA only). Dropout is 0 so all contenders do the same math. Defaults are
-GPT-2-small / Llama-style sizes for CUDA and small ones for the CPU.
+GPT-2-small / Llama-style sizes for CUDA and small ones for the CPU. --pieces K adds, per model,
+the K Stitch pieces that lose most against the PyTorch ops they replace: each piece's program
+and its own eager fx module (the fallback every piece keeps), timed on the arguments of one
+training step.
 """
 from __future__ import annotations
 
@@ -83,6 +86,39 @@ def measure(step, batches, iters: int, warmup: int, cuda: bool):
     return statistics.median(times), min(times), first, float(first_loss), peak
 
 
+def piece_times(step, batch, cuda: bool, top: int, reps: int = 20):
+    """(piece name, Stitch ms, eager ms, ops) for the `top` pieces with the largest difference,
+    on the arguments each piece got in one step."""
+    from stitch.torch._piece import Piece
+    seen = {}
+    call = Piece.__call__
+
+    def grab(self, *args):
+        seen.setdefault(self.__name__, (self, args))
+        return call(self, *args)
+    Piece.__call__ = grab
+    try:
+        step(batch)
+    finally:
+        Piece.__call__ = call
+
+    def ms(fn, args):
+        for _ in range(3):
+            fn(*args)
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn(*args)
+        if cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / reps * 1e3
+    ops = {p["name"]: p["ops"] for r in st.all_reports() for g in r.graphs for p in g.pieces}
+    rows = [(name, ms(lambda *a: call(piece, *a), args), ms(piece.eager, args), ops.get(name, []))
+            for name, (piece, args) in seen.items()]
+    return sorted(rows, key=lambda r: r[2] - r[1])[:top]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -95,6 +131,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--contenders", default="eager,inductor,stitch")
+    ap.add_argument("--pieces", type=int, default=0)
     ap.add_argument("--out")
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -123,6 +160,7 @@ def main() -> int:
              "| loss matches eager |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     reports = []
+    pieces = []
     for name in models:
         torch.manual_seed(0)
         base = build(name, layers, hidden, a.vocab, seq).to(a.device)
@@ -150,6 +188,9 @@ def main() -> int:
                 "%.0f" % peak if peak is not None else "n/a", ok))
             if c == "stitch":
                 reports.append((name, st.all_reports()))
+                if a.pieces:
+                    pieces.append((name, piece_times(step_fn(run, opt), batches[0], cuda,
+                                                     a.pieces)))
             print(lines[-1], flush=True)
             del run, model, opt
     lines.append("")
@@ -157,6 +198,12 @@ def main() -> int:
         for r in rs:
             for gr in r.graphs:
                 lines.append("- %s, %s: %s" % (name, r.name, gr.lines()[0]))
+    for name, rows in pieces:
+        lines += ["", "%s: the Stitch pieces that lose most against their own eager ops "
+                  "(ms per call, one step's arguments):" % name, "",
+                  "| piece | Stitch ms | eager ms | ops |", "|---|---:|---:|---|"]
+        lines += ["| %s | %.3f | %.3f | %s |" % (n, t_s, t_e, ", ".join(o[:10]))
+                  for n, t_s, t_e, o in rows]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

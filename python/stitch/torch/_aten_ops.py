@@ -336,7 +336,7 @@ def _reduced_count(b: Builder, xm, axes: List[int]) -> int:
 def _var_mean(b, n, _m):
     x = n.args[0]
     xm = tensor_meta(x)
-    dt = _out(b, n) if not isinstance(n.meta["stitch"], list) else n.meta["stitch"][0].dtype
+    dt = b.out_meta(n, 0).dtype  # var's result, or var_mean's first
     if xm is None or not dt.is_floating_point or xm.rank == 0:
         raise Unsupported("variance of this operand")
     axes = reduce_axes(arg(n, 1, "dim"), xm.rank)
@@ -558,10 +558,8 @@ def _cat(b, n, _m):
     return vals[0] if len(vals) == 1 else b.op("concat", *vals, axis=d)
 
 
-_register(operator.getitem)(lambda b, n, _m: _getitem(b, n))
-
-
-def _getitem(b: Builder, n: fx.Node):
+@_register(operator.getitem)
+def _getitem(b: Builder, n: fx.Node, _m):
     x, i = n.args
     v = b.env.get(x)
     if not isinstance(v, list):

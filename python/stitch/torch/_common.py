@@ -131,10 +131,6 @@ def describe(dtype: str, dims: Sequence[Dim]) -> str:
     return "%s%s" % (dtype, list(dims))
 
 
-def meta_str(m: TensorMeta) -> Tuple[str, list]:
-    return str(m.dtype).replace("torch.", ""), list(m.sizes if m.sizes is not None else m.dims)
-
-
 class ConverterTable:
     """Converters by key (a torch function, method key or module type; an aten overload packet).
     ``layout_only``: keys whose result is a view or a copy of their input; a piece made of these

@@ -103,12 +103,9 @@ class _Symbols:
             name = str(expr) if expr.is_Symbol and str(expr).isidentifier() else \
                 "e%d" % next(self.fresh)
             self.names[expr] = name
-            try:
-                hint = d.node.hint if d.node.hint is not None else \
-                    self.shape_env.size_hint(expr)
-                self.sizes[name] = int(hint)
-            except Exception:  # an unbacked size has no hint: the report counts no kernels
-                pass
+            hint = self.hint(d)
+            if hint >= 0:  # an unbacked size has no hint: the report then counts no kernels
+                self.sizes[name] = hint
         return name
 
     def hint(self, d: Any) -> int:
@@ -161,7 +158,8 @@ def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
     p = Partitioner(gm, AtenDialect(), report, param_meta=None, sizes=syms.sizes,
                     name="stitch_%s" % report.kind)
     new_gm = p.run()
-    log.info("stitch: %s", "\n".join(report.lines()))
+    if log.isEnabledFor(logging.INFO):
+        log.info("stitch: %s", "\n".join(report.lines()))
     return new_gm
 
 

@@ -164,7 +164,8 @@ class StitchModule(nn.Module):
         new = cls.__new__(cls)
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            object.__setattr__(new, k, v if k in ("_lock",) else copy.deepcopy(v, memo))
+            if k != "_lock":
+                object.__setattr__(new, k, copy.deepcopy(v, memo))
         object.__setattr__(new, "_lock", threading.Lock())
         return new
 
