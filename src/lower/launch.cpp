@@ -31,17 +31,18 @@ bool contiguous(const std::vector<IndexInfo>& info, const Inst& in) {
 // The widest V (a power of two, V * bytes <= 16) for which every contiguous access is aligned.
 int chooseVector(const Phase& ph, bool aligned) {
   if (!aligned) return 1;
-  // Only the accesses that move V consecutive elements bound V (16 bytes each); a load the group
-  // shares (a row's label, a broadcast scalar) is one scalar access whatever its width, so an
-  // i64 per-row load does not halve the vector of the f32 row around it.
-  for (int v = 8; v > 1; v /= 2) {
+  int maxBytes = 0;
+  for (const Inst& in : ph.insts)
+    if (in.kind == InstKind::Load || in.kind == InstKind::Store)
+      maxBytes = std::max(maxBytes, ir::dtypeBytes(in.dtype));
+  if (maxBytes == 0) return 1;
+  for (int v = std::min(8, 16 / maxBytes); v > 1; v /= 2) {
     std::vector<IndexInfo> info = analyzeIndices(ph, v);
     bool any = false, ok = true;
     for (const Inst& in : ph.insts) {
       if (!contiguous(info, in)) continue;
       any = true;
-      ok = ok && info[static_cast<size_t>(in.args[0])].divisor % v == 0 &&
-           v * ir::dtypeBytes(in.dtype) <= 16;
+      ok = ok && info[static_cast<size_t>(in.args[0])].divisor % v == 0;
     }
     if (any && ok) return v;
   }

@@ -167,16 +167,18 @@ TEST(PlannerExamples, CrossEntropyForwardBackwardIsOneKernel) {
   }
 }
 
-// The training example with ignore_index (examples/cross_entropy_train.stitch): one kernel on the
-// host. Its gradient divides by the count of valid labels, a second grid barrier's result, so a
-// kernel holding the count walks the logits twice, and the model says so.
-TEST(PlannerExamples, CrossEntropyTrainExample) {
-  auto gs = example("cross_entropy_train.stitch");
-  ir::Graph opt = passes::runPasses(gs.at(0));
-  Plan host = planGraph(opt, {{"T", 4096}}, *findProfile("host"), PlannerOptions{});
+// The training step with ignore_index (bench/cpu/graphs/cross_entropy_train.stitch, 4096 rows):
+// one kernel on the host. Its gradient divides by the count of valid labels, a second grid
+// barrier's result, so a kernel holding the count walks the logits twice, and the model says so.
+TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
+  std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/bench/cpu/graphs/cross_entropy_train.stitch");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ir::Graph opt = passes::runPasses(ir::parseModule(ss.str(), "cross_entropy_train.stitch").at(0));
+  Plan host = planGraph(opt, {}, *findProfile("host"), PlannerOptions{});
   EXPECT_EQ(host.kernels.size(), 1u) << explainText(opt, host);
   for (const char* target : {"sm_90", "sm_80", "gfx90a"}) {
-    Plan p = planGraph(opt, {{"T", 4096}}, *findProfile(target), PlannerOptions{});
+    Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
     EXPECT_LE(p.kernels.size(), 2u) << target << "\n" << explainText(opt, p);
     EXPECT_LT(p.time, p.unfusedTime / 4) << target;
   }
