@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "ir/signature.h"
@@ -724,17 +725,35 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     };
     // Second-level reductions (grid barriers): phase A stores their operand per row, phase B
     // reduces it in one unit; later phases read the result.
-    for (int n : part) {
-      if (!isReduce(g.node(n).op) || count(n) == 1) continue;
+    auto secondLevel = [&](int n) {
+      if (!isReduce(g.node(n).op) || count(n) == 1) return false;
       int input = g.node(n).operands[0];
-      if (shapes[input] == domain && reducedMask(n, domain) == reduced) continue;
+      return !(shapes[input] == domain && reducedMask(n, domain) == reduced);
+    };
+    // Outputs that no second-level reduction feeds are stored by the first phase A, which walks
+    // the rows anyway: a loss and the gradient beside it (cross-entropy forward + backward) then
+    // take one pass over the rows, not one for the loss's operand and another for the rest.
+    std::set<int> afterBarrier;
+    for (int n : part) {
+      bool after = secondLevel(n);
+      for (int o : g.node(n).operands) after = after || afterBarrier.count(o) > 0;
+      if (after) afterBarrier.insert(n);
+    }
+    for (int n : part) {
+      if (!secondLevel(n)) continue;
+      int input = g.node(n).operands[0];
       if (!materialized.count(input)) {
         // A kernel output is stored where it belongs; otherwise into a scratch slot.
         int p = paramOf.count(input) ? paramOf[input]
                                      : addParam(-1, prog.scratchSlots++, g.node(input).type.dtype,
                                                 product(shapes[input]));
-        newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, {{input, p}});
-        materialized[input] = p;
+        std::vector<std::pair<int, int>> first{{input, p}};
+        for (int o : k.outputs)
+          if (o != input && std::binary_search(part.begin(), part.end(), o) &&
+              !materialized.count(o) && !afterBarrier.count(o))
+            first.emplace_back(o, paramOf[o]);
+        newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, first);
+        for (auto [node, param] : first) materialized[node] = param;
       }
       int target;
       if (paramOf.count(n)) {
