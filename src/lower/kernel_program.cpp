@@ -689,25 +689,44 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       c *= shapes[g.node(reduction).operands[0]][static_cast<size_t>(a)];
     return c;
   };
-  int partNo = 0;
-  for (const std::vector<int>& part : parts(g, k.nodes)) {
-    // The dominant op, as the group analysis picks it: the largest reduction, else the largest op.
+  // The dominant op of a set of nodes, as the group analysis picks it: the largest reduction,
+  // else the largest op; the domain is its operand's shape (its own for an op).
+  auto domainOf = [&](const std::vector<int>& nodes, Dims& domain, std::vector<bool>& reduced) {
     int dominant = -1;
     int64_t best = -1;
-    for (int n : part)
+    for (int n : nodes)
       if (isReduce(g.node(n).op) && count(n) != 1 && product(shapes[g.node(n).operands[0]]) > best)
         best = product(shapes[g.node(n).operands[0]]), dominant = n;
-    Dims domain;
-    std::vector<bool> reduced;
     if (dominant >= 0) {
       domain = shapes[g.node(dominant).operands[0]];
       reduced = reducedMask(dominant, domain);
-    } else {
-      for (int n : part)
-        if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
-      domain = shapes[dominant];
-      reduced.assign(domain.size(), false);
+      return;
     }
+    for (int n : nodes)
+      if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
+    domain = shapes[dominant];
+    reduced.assign(domain.size(), false);
+  };
+  Dims kernelDomain;
+  std::vector<bool> kernelReduced;
+  domainOf(k.nodes, kernelDomain, kernelReduced);
+  int partNo = 0;
+  for (const std::vector<int>& part : parts(g, k.nodes)) {
+    Dims domain;
+    std::vector<bool> reduced;
+    domainOf(part, domain, reduced);
+    // The group analysis may have accepted the nodes as one kernel with one domain although they
+    // are not connected (analyzeGroup tries the whole set first): a part whose own dominant is
+    // smaller than one of its values (a gradient beside an all-reduction of per-row weights,
+    // the rows' reduction itself in another part) runs over the kernel's domain, which the
+    // analysis checked every value against.
+    int64_t domainSize = product(domain);
+    for (int n : part)
+      if (product(shapes[n]) > domainSize) {
+        domain = kernelDomain;
+        reduced = kernelReduced;
+        break;
+      }
     bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
     auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
                         const std::vector<std::pair<int, int>>& stores) {
