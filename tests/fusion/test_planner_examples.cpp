@@ -68,6 +68,10 @@ const Expectation kOneKernel[] = {
     {"bias_gelu_residual.stitch", "bias_gelu_tanh"},
     {"batchnorm_relu.stitch", "batchnorm_relu"},
     {"adam_step.stitch", "adam_step"},
+    // Issue 14's training blocks: dropout drawn in the kernel, and cross-entropy forward with its
+    // backward (the loss through a grid barrier).
+    {"dropout_layer_norm_train.stitch", "dropout_residual_layer_norm"},
+    {"cross_entropy_train.stitch", "cross_entropy_train"},
     // Not the column reductions at N=4096 (column_reduction.stitch): priced on the launch the
     // emitter uses (lower/launch.h: one block per 32 columns, rows not split across blocks),
     // center_columns fuses into 32 blocks and batchnorm_train into 2 on 132 SMs, slower than
