@@ -408,6 +408,96 @@ def _native_layer_norm(b, n, _m):
     return [y, b.cast(mean, stat), b.cast(rstd, stat)]
 
 
+# -- losses -----------------------------------------------------------------------------------
+
+
+def _nll_hits(b: Builder, x: Any, target: Any, ignore_index: Any):
+    """(class axis, dims of x, hit, valid) for nll_loss over x ([N, C, ...] or [C]): hit[n, c] is
+    the one-hot of the label (eq(iota, label), so no gather is needed and the row reduction that
+    picks x at the label fuses with log_softmax), valid[n, 1] that the label is not
+    ignore_index. Both keep the class axis (size C, resp. 1) so they broadcast against x."""
+    xm, tm = tensor_meta(x), tensor_meta(target)
+    if xm is None or tm is None or tm.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("nll_loss operands")
+    ch = 1 if xm.rank >= 2 else 0
+    dims = list(xm.dims)
+    t = b.cast(b.val(target), torch.int64)
+    t = b.op("reshape", t, shape=dims[:ch] + [1] + dims[ch + 1:])
+    valid = b.op("ne", t, b.const(b.scalar(ignore_index), torch.int64))
+    classes = b.op("iota", shape=dims, axis=ch, dtype="i64")
+    hit = b.op("logical_and", b.op("eq", classes, t), valid)
+    return ch, dims, hit, valid
+
+
+def _class_weight(b: Builder, weight: Any, rank: int, ch: int, dims, dt: torch.dtype) -> int:
+    """weight [C] shaped to broadcast along the class axis of a rank-`rank` operand."""
+    shape = [1] * rank
+    shape[ch] = dims[ch]
+    return b.op("reshape", b.operand(weight, dt), shape=shape)
+
+
+@_register(aten.nll_loss_forward, aten.nll_loss2d_forward)
+def _nll_loss_forward(b, n, _m):
+    """(output, total_weight) as PyTorch defines them: output[n] = -w[t_n] * x[n, t_n], 0 where
+    t_n == ignore_index; total_weight = sum of w[t_n] over the labels not ignored (their count
+    without weights); reduction 1 (mean) divides the sum by total_weight (NaN when every label is
+    ignored, as in PyTorch), 2 sums, 0 keeps output per element (total_weight is then 0 for
+    batched input). A label outside [0, C) other than ignore_index hits no class and contributes
+    0 (PyTorch raises instead)."""
+    x, target, weight, reduction, ignore = (arg(n, i, k) for i, k in enumerate(
+        ("self", "target", "weight", "reduction", "ignore_index")))
+    dt = b.out_meta(n, 0).dtype
+    if not dt.is_floating_point or reduction not in (0, 1, 2):
+        raise Unsupported("nll_loss of this type")
+    ch, dims, hit, valid = _nll_hits(b, x, target, ignore)
+    rank = len(dims)
+    wx = b.operand(x, dt)
+    w = None
+    if weight is not None:
+        w = _class_weight(b, weight, rank, ch, dims, dt)
+        wx = b.op("mul", wx, w)
+    # Negated before the selection, as PyTorch negates the gathered value: an ignored label
+    # gives +0, not -0.
+    zero = b.const(0.0, dt)
+    picked = b.op("reduce_sum", b.op("select", hit, b.op("neg", wx), zero), axes=[ch])
+    if reduction == 0 and rank > 1:
+        return [picked, b.full([], 0.0, dt)]
+    if w is not None:
+        total = b.op("reduce_sum", b.op("select", hit, b.op("broadcast_to", w, shape=dims), zero))
+    else:
+        total = b.op("reduce_sum", b.cast(valid, dt))
+    if reduction == 0:
+        return [picked, total]
+    loss = b.op("reduce_sum", picked)
+    if reduction == 1:
+        loss = b.op("div", loss, total)
+    return [loss, total]
+
+
+@_register(aten.nll_loss_backward, aten.nll_loss2d_backward)
+def _nll_loss_backward(b, n, _m):
+    """grad_input = one_hot(t) * -(g * w[t]) (g / total_weight for mean), 0 on ignored labels;
+    PyTorch's formula (a scatter of -1 times the masked gradient), with the one-hot as
+    eq(iota, label) so it fuses with log_softmax's backward into softmax - one_hot."""
+    g, x, target, weight, reduction, ignore, total = (arg(n, i, k) for i, k in enumerate(
+        ("grad_output", "self", "target", "weight", "reduction", "ignore_index",
+         "total_weight")))
+    dt = _out(b, n)
+    if not dt.is_floating_point or reduction not in (0, 1, 2):
+        raise Unsupported("nll_loss backward of this type")
+    ch, dims, hit, valid = _nll_hits(b, x, target, ignore)
+    rank = len(dims)
+    gv = b.operand(g, dt)
+    if reduction == 1:
+        gv = b.op("div", gv, b.operand(total, dt))
+    if reduction == 0 and rank > 1:
+        gv = b.op("reshape", gv, shape=dims[:ch] + [1] + dims[ch + 1:])
+    if weight is not None:
+        gv = b.op("mul", gv, _class_weight(b, weight, rank, ch, dims, dt))
+    gv = b.op("select", valid, gv, b.const(0.0, dt))
+    return b.op("mul", b.op("select", hit, b.const(-1.0, dt), b.const(0.0, dt)), gv)
+
+
 # -- layout -----------------------------------------------------------------------------------
 
 

@@ -100,6 +100,8 @@ class _Symbols:
             return int(expr)
         name = self.names.get(expr)
         if name is None:
+            name = self._equal_name(expr)
+        if name is None:
             name = str(expr) if expr.is_Symbol and str(expr).isidentifier() else \
                 "e%d" % next(self.fresh)
             self.names[expr] = name
@@ -107,6 +109,21 @@ class _Symbols:
             if hint >= 0:  # an unbacked size has no hint: the report then counts no kernels
                 self.sizes[name] = hint
         return name
+
+    def _equal_name(self, expr: Any) -> Any:
+        """The name of an expression already named that the shape environment proves equal to
+        expr (``s72*(s56 + s70 - 1)`` and ``s72*(s70 - 1)`` in Llama's loss, where the guards
+        pin s56): one Stitch symbol for both, so the logits and the labels of nll_loss agree."""
+        if self.shape_env is None:
+            return None
+        import sympy
+        for known, name in self.names.items():
+            try:
+                if self.shape_env._maybe_evaluate_static(sympy.Eq(expr, known)) is sympy.true:
+                    return name
+            except Exception:  # a private API: without it, distinct names (a fallback at worst)
+                return None
+        return None
 
     def hint(self, d: Any) -> int:
         if isinstance(d, int):

@@ -47,6 +47,13 @@ torch.manual_seed(0)
 X = torch.randn(4, 6, 8)
 Y = torch.randn(4, 6, 8)
 W = torch.rand(8) + 0.5
+LOGITS = torch.randn(12, 10)
+LABELS = torch.randint(0, 10, (12,))
+LABELS[[2, 7]] = -100
+LABELS[5] = 3
+CLASS_W = torch.rand(10) + 0.1  # a constant of the function: nll_loss has no weight gradient
+NLL = ["aten._log_softmax", "aten.nll_loss_forward", "aten.nll_loss_backward",
+       "aten._log_softmax_backward_data"]
 
 CASES = {
     "binary": (lambda x, y: (x + y * 2 - x / (y.abs() + 1)) * 0.5, [X, Y],
@@ -97,6 +104,26 @@ CASES = {
     "select": (lambda x: (x[:, 2] + x[:, 3]).exp(), [X], ["aten.select"]),
     "casts": (lambda x: (x.to(torch.float64) * 3).to(torch.float32)
               + x.half().float() + x.bfloat16().float(), [X], ["aten._to_copy"]),
+    # Cross-entropy: log_softmax and nll_loss in one piece, their backward in another; labels
+    # include ignored ones (the default -100, or a class index as ignore_index).
+    "cross_entropy": (lambda x, t: F.cross_entropy(x, t), [LOGITS, LABELS], NLL),
+    "cross_entropy_weighted_sum": (
+        lambda x, t: F.cross_entropy(x, t, weight=CLASS_W, ignore_index=3, reduction="sum"),
+        [LOGITS, LABELS.clamp(min=0)], NLL),
+    "cross_entropy_weighted_mean": (
+        lambda x, t: F.cross_entropy(x, t, weight=CLASS_W, ignore_index=3),
+        [LOGITS, LABELS.clamp(min=0)], NLL),
+    "nll_loss_none": (lambda x, t: F.nll_loss(F.log_softmax(x * 2, -1), t, weight=CLASS_W,
+                                              reduction="none"), [LOGITS, LABELS], NLL),
+    "nll_loss_1d": (lambda x, t: F.nll_loss(F.log_softmax(x, 0), t), [LOGITS[0], LABELS[1]],
+                    NLL),
+    "cross_entropy_2d": (lambda x, t: F.cross_entropy(x, t, ignore_index=1),
+                         [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
+                         ["aten.nll_loss2d_forward", "aten.nll_loss2d_backward"]),
+    "cross_entropy_2d_none": (lambda x, t: F.cross_entropy(x, t, weight=CLASS_W,
+                                                           reduction="none"),
+                              [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
+                              ["aten.nll_loss2d_forward", "aten.nll_loss2d_backward"]),
 }
 
 
@@ -174,3 +201,23 @@ def test_the_forward_saves_inputs_and_the_backward_recomputes_elementwise_values
     bw = r.graph("backward")
     assert bw.saved_tensors == 2, str(r)
     assert "aten.tanh" in bw.replaced() and "aten.exp" in bw.replaced(), str(r)
+
+
+def test_cross_entropy_with_symbolic_sizes_and_every_label_ignored():
+    """dynamic=True: the number of rows is a symbol, a second size reuses the program; a batch
+    whose labels are all ignored gives PyTorch's mean, 0/0 = NaN (and the sum 0)."""
+    _check(lambda x, t: F.cross_entropy(x, t, ignore_index=3), [LOGITS, LABELS.clamp(min=0)],
+           NLL, dynamic=True)
+    for reduction in ("mean", "sum"):
+        def f(x, t):
+            return F.cross_entropy(x, t, ignore_index=3, reduction=reduction)
+        compiled = torch.compile(f, backend="stitch", dynamic=True)
+        with torch.no_grad():
+            for rows in (5, 17):
+                x, t = torch.randn(rows, 10), torch.randint(0, 10, (rows,))
+                torch.testing.assert_close(compiled(x, t), f(x, t), rtol=1e-4, atol=1e-5)
+            ignored = torch.full((7,), 3)
+            got, want = compiled(LOGITS[:7], ignored), f(LOGITS[:7], ignored)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert want.isnan().item() == (reduction == "mean")
+        assert not st.last_report().runtime_fallbacks

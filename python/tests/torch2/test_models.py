@@ -53,7 +53,10 @@ def t5_encoder():
 LAYER_NORM = ["aten.native_layer_norm"], ["aten.native_layer_norm_backward"]
 RMS_NORM = ["aten.pow", "aten.mean", "aten.rsqrt"], ["aten.pow"]
 SOFTMAX = ["aten._softmax"], ["aten._softmax_backward_data"]
-LOSS = ["aten._log_softmax"], ["aten._log_softmax_backward_data"]
+# The LM loss (cross-entropy over the vocabulary, labels -100 on padding): log_softmax and the
+# one-hot nll_loss fuse into one piece, their backward into another.
+LOSS = (["aten._log_softmax", "aten.nll_loss_forward"],
+        ["aten._log_softmax_backward_data", "aten.nll_loss_backward"])
 MODELS = {
     "gpt2": (gpt2, True, [LAYER_NORM, SOFTMAX, (["aten.tanh"], ["aten.tanh_backward"])]),
     "bert": (bert, True, [LAYER_NORM, SOFTMAX, (["aten.gelu"], ["aten.gelu_backward"])]),
