@@ -498,6 +498,88 @@ def _nll_loss_backward(b, n, _m):
     return b.op("mul", b.op("select", hit, b.const(-1.0, dt), b.const(0.0, dt)), gv)
 
 
+# -- indexing and arg-reductions ---------------------------------------------------------------
+
+
+@_register(aten.gather)
+def _gather(b, n, _m):
+    """Take-along-axis: Stitch's gather. An index outside [0, n) is CLAMPED to the nearest end
+    (PyTorch raises instead); a correct program never sees the difference. PyTorch allows index
+    to be smaller than x on the other axes: x is then sliced to index's sizes first, as
+    PyTorch only reads those positions."""
+    x, dim, index = n.args[0], n.args[1], n.args[2]
+    xm, im = tensor_meta(x), tensor_meta(index)
+    if xm is None or im is None or xm.rank != im.rank or xm.rank == 0:
+        raise Unsupported("gather of these operands")
+    if im.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("gather index of dtype %s" % im.dtype)
+    axis = dim % xm.rank
+    xv = b.val(x)
+    ends = [BIG] * xm.rank
+    for d in range(xm.rank):
+        if d != axis and xm.dims[d] != im.dims[d]:
+            if not isinstance(im.dims[d], int):
+                raise Unsupported("gather index smaller than x on a symbolic axis")
+            ends[d] = im.dims[d]
+    if any(e != BIG for e in ends):
+        xv = b.op("slice", xv, starts=[0] * xm.rank, ends=ends)
+    return b.op("gather", xv, b.val(index), axis=axis)
+
+
+@_register(aten.scatter_add)
+def _scatter_add(b, n, _m):
+    """x + src scattered along `dim` at index, for an index of size 1 along dim (one target per
+    row: gather's backward when it picks one value per row, take_along_dim's): a one-hot select,
+    eq(iota, index), with no accumulation between sources. The index is clamped as gather's."""
+    x, dim, index, src = n.args[0], n.args[1], n.args[2], n.args[3]
+    xm, im, sm = tensor_meta(x), tensor_meta(index), tensor_meta(src)
+    if xm is None or im is None or sm is None or xm.rank != im.rank or xm.rank == 0:
+        raise Unsupported("scatter_add of these operands")
+    axis = dim % xm.rank
+    if im.dims[axis] != 1 or sm.dims != im.dims or any(
+            im.dims[d] != xm.dims[d] for d in range(xm.rank) if d != axis):
+        raise Unsupported("scatter_add other than one target per row")
+    if im.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("scatter_add index of dtype %s" % im.dtype)
+    dt = _out(b, n)
+    size = xm.static_dim(axis) if isinstance(xm.dims[axis], int) else None
+    i = b.cast(b.val(index), torch.int64)
+    if size is None:
+        raise Unsupported("scatter_add along a symbolic axis")  # the clamp needs its size
+    i = b.op("minimum", b.op("maximum", i, b.const(0, torch.int64)),
+             b.const(size - 1, torch.int64))
+    hit = b.op("eq", b.op("iota", shape=list(xm.dims), axis=axis, dtype="i64"), i)
+    return b.op("add", b.operand(x, dt),
+                b.op("select", hit, b.operand(src, dt), b.const(0.0, dt)))
+
+
+@_register(aten.new_zeros, aten.new_ones)
+def _new_zeros(b, n, _m):
+    value = 1.0 if n.target.overloadpacket is aten.new_ones else 0.0
+    return b.full(_shape_list(b, n.args[1]), value, _out(b, n))
+
+
+def _arg_reduce(opname: str):
+    """argmax/argmin: i64 indices, the first on ties, the first NaN if any (PyTorch's rules);
+    dim=None is the index into the flattened tensor (keepdim then keeps every dim as 1)."""
+    def conv(b, n, _m):
+        x = n.args[0]
+        xm = tensor_meta(x)
+        if xm is None or xm.rank == 0:
+            raise Unsupported("%s of a scalar" % opname)
+        dim, keep = arg(n, 1, "dim"), bool(arg(n, 2, "keepdim", False))
+        xv = b.val(x)
+        if dim is not None:
+            return b.op(opname, xv, axis=dim % xm.rank, keepdims=keep)
+        i = b.op(opname, b.op("reshape", xv, shape=[-1]), axis=0, keepdims=False)
+        return b.op("reshape", i, shape=[1] * xm.rank) if keep else i
+    return conv
+
+
+_register(aten.argmax)(_arg_reduce("argmax"))
+_register(aten.argmin)(_arg_reduce("argmin"))
+
+
 # -- layout -----------------------------------------------------------------------------------
 
 

@@ -52,6 +52,8 @@ LABELS = torch.randint(0, 10, (12,))
 LABELS[[2, 7]] = -100
 LABELS[5] = 3
 CLASS_W = torch.rand(10) + 0.1  # a constant of the function: nll_loss has no weight gradient
+PICK = torch.randint(0, 8, (4, 6, 1))
+PICK3 = torch.randint(0, 6, (4, 6, 8))
 NLL = ["aten._log_softmax", "aten.nll_loss_forward", "aten.nll_loss_backward",
        "aten._log_softmax_backward_data"]
 
@@ -120,6 +122,13 @@ CASES = {
     "cross_entropy_2d": (lambda x, t: F.cross_entropy(x, t, ignore_index=1),
                          [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
                          ["aten.nll_loss2d_forward", "aten.nll_loss2d_backward"]),
+    # gather picking one value per row: its backward is a scatter_add Stitch maps too.
+    "gather_one": (lambda x, i: torch.gather(x.exp(), -1, i) * 2, [X, PICK],
+                   ["aten.gather", "aten.scatter_add", "aten.new_zeros"]),
+    "gather_many": (lambda x, i: torch.gather(x.exp(), 1, i).sin(), [X, PICK3],
+                    ["aten.gather"]),
+    "gather_smaller_index": (lambda x, i: torch.gather(x * 3, 2, i), [X, PICK3[:3, :4]],
+                             ["aten.gather"]),
     "cross_entropy_2d_none": (lambda x, t: F.cross_entropy(x, t, weight=CLASS_W,
                                                            reduction="none"),
                               [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
@@ -221,3 +230,27 @@ def test_cross_entropy_with_symbolic_sizes_and_every_label_ignored():
         torch.testing.assert_close(got, want, equal_nan=True)
         assert want.isnan().item() == (reduction == "mean")
         assert not st.last_report().runtime_fallbacks
+
+
+def test_argmax_argmin():
+    """dim, keepdim, dim=None (the flattened index, keepdim giving all-ones dims); ties give the
+    first index and a NaN in a row its first NaN's index, as in PyTorch."""
+    def f(x):
+        return (x.argmax(-1), x.argmin(1, keepdim=True), x.argmax(), x.argmin(keepdim=True),
+                torch.argmax(x * 2, 0))
+    ties = torch.randint(0, 3, (4, 6, 8)).float()
+    ties[1, 2, 5] = ties[2, 0, 0] = ties[2, 0, 7] = float("nan")
+    for x in (X, ties):
+        _check(f, [x], ["aten.argmax", "aten.argmin"], grad=False)
+
+
+def test_gather_clamps_an_index_out_of_range():
+    """Where PyTorch raises, Stitch clamps the index to the nearest end (documented)."""
+    def f(x, i):
+        return torch.gather(x * 2, 1, i)
+    i = torch.tensor([[0, -3], [9, 2]])
+    x = torch.randn(2, 4)
+    with pytest.raises(RuntimeError):
+        f(x, i)
+    got = torch.compile(f, backend="stitch")(x, i)
+    torch.testing.assert_close(got, f(x, i.clamp(0, 3)))
