@@ -10,8 +10,11 @@ start, a constant) is Unsupported, so the node stays in PyTorch. Every converter
 checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
 costs a fallback, not a wrong answer.
 
-Random ops (``native_dropout``) stay in PyTorch, which draws the mask: the IR has no random op
-yet. Matmuls, convolutions, attention kernels, embeddings and anything unmapped stay too.
+Random numbers: _random rewrites training dropout into ``stitch::philox_seed`` (stays in PyTorch:
+it draws from PyTorch's generator) and ``stitch::philox_uniform`` (Stitch's ``random_uniform``).
+Indices: gather and scatter_add (one target per row) clamp an out-of-range index where PyTorch
+raises; nll_loss's label hits no class instead. Matmuls, convolutions, attention kernels,
+embeddings and anything unmapped stay in PyTorch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import torch
 import torch.fx as fx
 
 from ._builder import Builder
-from ._common import BIG, ConverterTable, Unsupported, arg, reduce_axes, tensor_meta
+from ._common import (BIG, STITCH_DTYPE, ConverterTable, Unsupported, arg, reduce_axes,
+                      tensor_meta)
+from ._random import philox_seed, philox_uniform
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -272,9 +277,27 @@ def _identity(b, n, _m):
 
 @_register(aten.native_dropout)
 def _dropout(b, n, _m):
-    p, train = arg(n, 1, "p"), arg(n, 2, "train")
-    raise Unsupported("random: PyTorch draws the dropout mask (the IR has no random op yet)"
-                      if train is not False and p > 0 else "dropout kept as PyTorch emits it")
+    # Training dropout with 0 < p < 1 never gets here: _random rewrote it into the ops below.
+    raise Unsupported("dropout kept as PyTorch emits it (eval mode, p = 0 or p = 1)")
+
+
+@_register(philox_seed.overloadpacket)
+def _philox_seed(b, n, _m):
+    raise Unsupported("draws (seed, offset) from PyTorch's generator")
+
+
+@_register(philox_uniform.overloadpacket)
+def _philox_uniform(b, n, _m):
+    """Stitch's random_uniform, whose bits _random's eager implementation reproduces; the seed
+    operand is int64[2] (seed, offset) drawn by stitch::philox_seed."""
+    seed, size, dtype = n.args[0], n.args[1], n.args[2]
+    if dtype not in STITCH_DTYPE or not dtype.is_floating_point:
+        raise Unsupported("random_uniform of %s" % dtype)
+    s = b.val(seed)
+    half = [b.op("reshape", b.op("slice", s, starts=[i], ends=[i + 1]), shape=[])
+            for i in (0, 1)]
+    return b.op("random_uniform", half[0], half[1], shape=_shape_list(b, size),
+                dtype=STITCH_DTYPE[dtype])
 
 
 # -- sources ----------------------------------------------------------------------------------

@@ -178,27 +178,6 @@ def test_unmapped_op_falls_back_with_a_reason():
     assert "aten.cumsum" in str(r) and "no Stitch mapping" in str(r)
 
 
-def test_dropout_falls_back_and_training_matches_with_the_same_seed():
-    def f(x):
-        return F.dropout(torch.tanh(x), p=0.4, training=True) * 3
-    torch._dynamo.reset()
-    st.clear_reports()
-    compiled = torch.compile(f, backend="stitch")
-    a, b = X.clone().requires_grad_(), X.clone().requires_grad_()
-    torch.manual_seed(7)
-    ya = compiled(a)
-    torch.manual_seed(7)
-    yb = f(b)
-    torch.testing.assert_close(ya, yb)
-    ya.sum().backward()
-    yb.sum().backward()
-    torch.testing.assert_close(a.grad, b.grad)
-    r = st.last_report()
-    assert any(fb["op"] == "aten.native_dropout" and "random" in fb["reason"]
-               for fb in r.fallbacks)
-    assert "aten.tanh" in r.replaced()
-
-
 def test_the_forward_saves_inputs_and_the_backward_recomputes_elementwise_values():
     """The min-cut partition: a chain of elementwise ops saves only its input and its output
     (which the forward writes anyway) for the backward; the intermediates are recomputed there,
