@@ -24,7 +24,7 @@ distribution, not bit for bit.
 
 ``native_dropout(x, p, train)`` with 0 < p < 1 becomes ``keep = philox_uniform(...) >= p``,
 ``x * keep * 1/(1-p)`` (keep probability 1 - p, as PyTorch); p = 1 and eval mode stay as they
-were.
+were. ``rand``/``rand_like`` become philox_uniform, ``bernoulli(p)`` ``philox_uniform < p``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import torch
 import torch.fx as fx
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 
 # Philox4x32 constants (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
@@ -160,9 +161,39 @@ def _call(g: fx.Graph, fm, target, args, like: fx.Node) -> fx.Node:
     return node
 
 
+def _uniform_source(n: fx.Node):
+    """(shape node or size list, dtype of the numbers) of a random op this module rewrites, or
+    None to leave it: training dropout with 0 < p < 1, rand, rand_like, bernoulli (the default
+    generator only: an explicit generator=, or a dtype Stitch has no random_uniform for, stays)."""
+    val = n.meta.get("val")
+    t = n.target
+    if t is aten.native_dropout.default:
+        x, p = n.args[0], float(n.args[1])
+        train = n.args[2] if len(n.args) > 2 else n.kwargs.get("train")
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        if train is False or not 0.0 < p < 1.0 or not isinstance(xv, torch.Tensor) or \
+                not xv.is_floating_point() or \
+                any(u.target is not operator.getitem for u in n.users):
+            return None
+        return x, torch.float32
+    if not isinstance(val, torch.Tensor) or n.kwargs.get("generator") is not None:
+        return None
+    if t is aten.rand_like.default or t is aten.rand.default:
+        if val.dtype not in _BITS:
+            return None
+        return (n.args[0] if t is aten.rand_like.default else list(n.args[0])), val.dtype
+    if t is aten.bernoulli.default or t is aten.bernoulli.p:
+        src = n.args[0].meta.get("val")
+        if not isinstance(src, torch.Tensor) or not src.is_floating_point():
+            return None
+        return n.args[0], torch.float64 if src.dtype == torch.float64 else torch.float32
+    return None
+
+
 def rewrite_random(gm: fx.GraphModule, recompute: bool) -> int:
-    """Rewrites the random ops of gm (see the module note) in place; returns how many.
-    ``recompute``: mark the uniform numbers MUST_RECOMPUTE (a joint graph, before the min-cut)."""
+    """Rewrites the random ops of gm (see the module note and _uniform_source) in place; returns
+    how many. ``recompute``: mark the uniform numbers MUST_RECOMPUTE (a joint graph, before the
+    min-cut), so the backward computes them again from the saved seed."""
     from torch.utils.checkpoint import CheckpointPolicy
     fm = _fake_mode(gm)
     if fm is None:
@@ -171,27 +202,38 @@ def rewrite_random(gm: fx.GraphModule, recompute: bool) -> int:
     sites = itertools.count()
     done = 0
     for n in list(g.nodes):
-        if n.op != "call_function" or n.target is not aten.native_dropout.default:
+        if n.op != "call_function":
             continue
-        x, p = n.args[0], float(n.args[1])
-        train = n.args[2] if len(n.args) > 2 else n.kwargs.get("train")
-        if train is False or not 0.0 < p < 1.0 or not isinstance(x, fx.Node):
+        source = _uniform_source(n)
+        if source is None:
             continue
-        xv = x.meta.get("val")
-        if not isinstance(xv, torch.Tensor) or not xv.is_floating_point() or \
-                any(u.target is not operator.getitem for u in n.users):
-            continue
+        shape, dtype = source
+        device = (n.args[0].meta["val"] if n.target is aten.native_dropout.default
+                  else n.meta["val"]).device
         with g.inserting_before(n):
-            seed = _call(g, fm, philox_seed, [xv.device, next(sites)], n)
-            u = _call(g, fm, philox_uniform, [seed, _size_args(g, x), torch.float32], n)
+            seed = _call(g, fm, philox_seed, [device, next(sites)], n)
+            size = _size_args(g, shape) if isinstance(shape, fx.Node) else shape
+            u = _call(g, fm, philox_uniform, [seed, size, dtype], n)
             if recompute:
                 u.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
-            keep = _call(g, fm, aten.ge.Scalar, [u, p], n)
-            kept = _call(g, fm, aten.mul.Tensor, [x, keep], n)
-            out = _call(g, fm, aten.mul.Tensor, [kept, 1.0 / (1.0 - p)], n)
-        for user in list(n.users):
-            user.replace_all_uses_with(out if user.args[1] == 0 else keep)
-            g.erase_node(user)
+            if n.target is aten.native_dropout.default:
+                x, p = n.args[0], float(n.args[1])
+                keep = _call(g, fm, aten.ge.Scalar, [u, p], n)  # keep probability 1 - p
+                kept = _call(g, fm, aten.mul.Tensor, [x, keep], n)
+                out = _call(g, fm, aten.mul.Tensor, [kept, 1.0 / (1.0 - p)], n)
+                for user in list(n.users):
+                    user.replace_all_uses_with(out if user.args[1] == 0 else keep)
+                    g.erase_node(user)
+            else:
+                out = u
+                if n.target is aten.bernoulli.p:
+                    out = _call(g, fm, aten.lt.Scalar, [u, float(n.args[1])], n)
+                elif n.target is aten.bernoulli.default:
+                    out = _call(g, fm, aten.lt.Tensor, [u, n.args[0]], n)  # 1 with probability p
+                if out is not u:
+                    out = _call(g, fm, prims.convert_element_type.default,
+                                [out, n.meta["val"].dtype], n)
+                n.replace_all_uses_with(out)
         g.erase_node(n)
         done += 1
     if done:

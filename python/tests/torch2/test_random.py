@@ -131,3 +131,33 @@ def test_rewrite_leaves_eval_and_p_one_dropout_alone():
     compiled = harness.compile_model(f)
     x = torch.randn(8, 8)
     torch.testing.assert_close(compiled(x), x * 2)
+
+
+def test_rand_rand_like_and_bernoulli_draw_from_philox():
+    """rand_like's numbers in the backward are the forward's (regenerated: y = x * r gives
+    dy/dx = r = y / x); rand lies in [0, 1); bernoulli(p) is 1 with probability p."""
+    def f(x):
+        r = torch.rand_like(x)
+        col = torch.rand(x.shape[0], 1)
+        flips = torch.bernoulli(torch.full_like(x, 0.25)) + torch.bernoulli(x.detach(), 0.75)
+        return x * r, col, flips
+    compiled = harness.compile_model(f)
+    x = (torch.rand(128, 64) + 0.5).requires_grad_()
+    torch.manual_seed(5)
+    y, col, flips = compiled(x)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (y / x).detach())
+    r = (y / x).detach()
+    assert ((r >= 0) & (r < 1)).all() and ((col >= 0) & (col < 1)).all()
+    n = x.numel()
+    assert abs(r.mean().item() - 0.5) < 5 * math.sqrt(1 / 12 / n)
+    assert abs(flips.mean().item() - 1.0) < 5 * math.sqrt((0.25 * 0.75 * 2) / n)
+    torch.manual_seed(5)
+    again = compiled(x)
+    assert all(torch.equal(a, b) for a, b in zip(again, (y, col, flips)))
+    if harness.STITCH:
+        harness.expect_in_stitch(forward=["aten.rand_like", "aten.bernoulli"],
+                                 backward=["aten.rand_like"])
+        r = stitch.torch.last_report()
+        assert all(fb["op"] != "stitch.philox_uniform" for g in r.graphs for fb in g.fallbacks), \
+            str(r)
