@@ -2,6 +2,7 @@
 #pragma once
 #include "stitch/grid.cuh"
 #include "stitch/math.cuh"
+#include "stitch/random.cuh"
 #include "stitch/reduce.cuh"
 #include "stitch/types.cuh"
 #include "stitch/vec.cuh"

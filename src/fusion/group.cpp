@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 
 #include "fusion/cost_model.h"
 #include "ir/signature.h"
@@ -240,8 +241,11 @@ bool Analyzer::placeNodes() {
         return fmt::format("{} ({}) is a composite; it is planned alone until decomposed",
                            node.name, ir::opName(node.op));
       });
+    // A gathered operand is read at computed indices, so it must be in memory; gather's index
+    // operand is read where the gather is and may be computed in the kernel.
     if (k == OpKind::DataMovement)
-      for (int o : node.operands)
+      for (int o :
+           node.op == OpCode::Gather ? std::span(node.operands).first(1) : std::span(node.operands))
         if (in(o))
           return fail([&] {
             return fmt::format(

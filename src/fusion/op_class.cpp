@@ -60,7 +60,8 @@ OpKind classify(OpCode op) {
     case OpCode::Cos:
     case OpCode::Reciprocal:
     case OpCode::Div:
-    case OpCode::Pow: return OpKind::Expensive;
+    case OpCode::Pow:
+    case OpCode::RandomUniform: return OpKind::Expensive;  // ten rounds of 32-bit products
     case OpCode::ReduceSum:
     case OpCode::ReduceMax:
     case OpCode::ReduceMin:
@@ -70,13 +71,16 @@ OpKind classify(OpCode op) {
     case OpCode::BroadcastTo: return OpKind::BroadcastTo;
     case OpCode::Transpose:
     case OpCode::Slice:
-    case OpCode::Concat: return OpKind::DataMovement;
+    case OpCode::Concat:
+    case OpCode::Gather: return OpKind::DataMovement;
     case OpCode::Softmax:
     case OpCode::LogSoftmax:
     case OpCode::LayerNorm:
     case OpCode::RmsNorm:
     case OpCode::Gelu:
-    case OpCode::Silu: return OpKind::Composite;
+    case OpCode::Silu:
+    case OpCode::Argmax:
+    case OpCode::Argmin: return OpKind::Composite;
   }
   return OpKind::Composite;
 }

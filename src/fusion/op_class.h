@@ -25,7 +25,7 @@ enum class OpKind {
   Reduce,
   Reshape,  // free view
   BroadcastTo,
-  DataMovement,  // transpose, slice, concat: gathered reads
+  DataMovement,  // transpose, slice, concat, gather: gathered reads
   Composite,     // softmax, layer_norm, ...: planned as one opaque kernel if not decomposed
 };
 std::string_view opKindName(OpKind k);

@@ -435,4 +435,68 @@ TensorType inferRmsNorm(std::span<const TensorType* const> ops, Attrs& attrs) {
   return x;
 }
 
+TensorType inferRandomUniform(std::span<const TensorType* const> ops, Attrs& attrs) {
+  const char* what[] = {"seed", "offset"};
+  for (int i = 0; i < 2; ++i) {
+    const TensorType& t = operand(ops, static_cast<size_t>(i));
+    if (t.dtype != DType::I64 || !t.shape.empty())
+      fail(fmt::format("random_uniform's {} has type {}{}, but an i64 scalar (i64[]) is required",
+                       what[i], dtypeName(t.dtype), shapeStr(t.shape)),
+           i);
+  }
+  Shape s = attrs.getDims("shape");  // a copy: set() below may move the attribute storage
+  checkShapeAttr(s, "shape", false);
+  if (!attrs.has("dtype")) attrs.set("dtype", DType::F32);
+  DType t = attrs.getDType("dtype");
+  if (!isFloat(t))
+    fail(fmt::format("random_uniform draws floats; dtype {} is not f16, bf16, f32 or f64",
+                     dtypeName(t)),
+         -1, "dtype");
+  return TensorType{t, s};
+}
+
+TensorType inferGather(std::span<const TensorType* const> ops, Attrs& attrs) {
+  const TensorType& x = operand(ops, 0);
+  const TensorType& index = operand(ops, 1);
+  if (!isInt(index.dtype))
+    fail(fmt::format("gather's index has dtype {}, but i32 or i64 is required",
+                     dtypeName(index.dtype)),
+         1);
+  if (index.shape.size() != x.shape.size())
+    fail(fmt::format("gather's index {} and data {} differ in rank", shapeStr(index.shape),
+                     shapeStr(x.shape)),
+         1);
+  int axis = axisOrFail(attrs.getInt("axis"), x.shape.size(), "axis");
+  attrs.set("axis", static_cast<int64_t>(axis));
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (static_cast<int>(d) != axis && !(index.shape[d] == x.shape[d]))
+      fail(fmt::format("gather's index {} and data {} differ on axis {} (only the gathered axis "
+                       "{} may differ)",
+                       shapeStr(index.shape), shapeStr(x.shape), d, axis),
+           1);
+  const Dim& n = x.shape[static_cast<size_t>(axis)];
+  if (n.isStatic() && n.size == 0 && elementCount(index.shape).coefficient != 0)
+    fail(fmt::format("gather from data {} reads an empty axis {}", shapeStr(x.shape), axis), 0);
+  return TensorType{x.dtype, index.shape};
+}
+
+TensorType inferArgReduce(std::span<const TensorType* const> ops, Attrs& attrs) {
+  const TensorType& x = operand(ops, 0);
+  requireNumeric(x, 0);
+  int axis = axisOrFail(attrs.getInt("axis"), x.shape.size(), "axis");
+  attrs.set("axis", static_cast<int64_t>(axis));
+  if (!attrs.has("keepdims")) attrs.set("keepdims", false);
+  const Dim& n = x.shape[static_cast<size_t>(axis)];
+  if (n.isStatic() && n.size == 0)
+    fail(fmt::format("arg-reduction over the empty axis {} of {} has no answer", axis,
+                     shapeStr(x.shape)),
+         0);
+  Shape out;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (static_cast<int>(i) != axis) out.push_back(x.shape[i]);
+    else if (attrs.getBool("keepdims")) out.push_back(Dim::of(1));
+  }
+  return TensorType{DType::I64, out};
+}
+
 }  // namespace stitch::ir

@@ -52,6 +52,9 @@ STITCH_INFER_FN(inferSoftmax)
 STITCH_INFER_FN(inferLayerNorm)
 STITCH_INFER_FN(inferRmsNorm)
 STITCH_INFER_FN(inferGelu)
+STITCH_INFER_FN(inferRandomUniform)
+STITCH_INFER_FN(inferGather)
+STITCH_INFER_FN(inferArgReduce)
 #undef STITCH_INFER_FN
 
 }  // namespace stitch::ir

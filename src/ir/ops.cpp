@@ -30,6 +30,11 @@ constexpr AttrSpec kAttrs_Full[] = {{"shape", AttrKind::Dims, true},
 constexpr AttrSpec kAttrs_Iota[] = {{"shape", AttrKind::Dims, true},
                                     {"axis", AttrKind::Int, true},
                                     {"dtype", AttrKind::DType, true}};
+constexpr AttrSpec kAttrs_Random[] = {{"shape", AttrKind::Dims, true},
+                                      {"dtype", AttrKind::DType, false}};
+constexpr AttrSpec kAttrs_Gather[] = {{"axis", AttrKind::Int, true}};
+constexpr AttrSpec kAttrs_ArgReduce[] = {{"axis", AttrKind::Int, true},
+                                         {"keepdims", AttrKind::Bool, false}};
 constexpr AttrSpec kAttrs_Axis[] = {{"axis", AttrKind::Int, false}};
 constexpr AttrSpec kAttrs_LayerNorm[] = {{"axis", AttrKind::Int, false},
                                          {"eps", AttrKind::Float, false}};

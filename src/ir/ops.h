@@ -18,7 +18,18 @@ enum class OpCode : uint16_t {
 // Every op's code, in ops.def order.
 std::span<const OpCode> allOps();
 
-enum class OpClass : uint8_t { Source, Unary, Binary, Select, Cast, Reduce, Layout, Composite };
+enum class OpClass : uint8_t {
+  Source,
+  Unary,
+  Binary,
+  Select,
+  Cast,
+  Random,
+  Gather,
+  Reduce,
+  Layout,
+  Composite
+};
 
 struct TensorType {
   DType dtype = DType::F32;

@@ -338,6 +338,25 @@ int PhaseBuilder::valueUncached(int node, Index& idx) {
     case ir::OpClass::Cast: return op(n.op, t, operand(0));
     case ir::OpClass::Binary: return op(n.op, t, operand(0), operand(1));
     case ir::OpClass::Select: return op(n.op, t, operand(0), operand(1), operand(2));
+    case ir::OpClass::Random:
+      // The counter is the element's flat index in the result (support/philox.h).
+      return op(n.op, t, idx.flat, operand(0), operand(1));
+    case ir::OpClass::Gather: {
+      // The data is read where the index operand points along `axis`, clamped into the axis
+      // (the planner keeps the data in memory: it is a kernel input, so this is one load).
+      const Dims& inShape = shapes_[n.operands[0]];
+      auto axis = static_cast<size_t>(n.attrs.getInt("axis"));
+      STITCH_CHECK(inShape[axis] > 0, ErrorCode::ShapeMismatch,
+                   "gather {} reads axis {} of a value of shape [{}], which is empty", n.name, axis,
+                   fmt::join(inShape, ", "));
+      std::vector<int> c = coordsOf(idx, shape);
+      int k = operand(1);
+      if (g_.node(n.operands[1]).type.dtype != ir::DType::I64)
+        k = op(OpCode::Cast, ir::DType::I64, k);
+      k = op(OpCode::Maximum, ir::DType::I64, k, constI(0));
+      c[axis] = op(OpCode::Minimum, ir::DType::I64, k, constI(inShape[axis] - 1));
+      return value(n.operands[0], makeIndex(std::move(c), inShape));
+    }
     case ir::OpClass::Reduce: {
       if (auto it = accOf_.find(node); it != accOf_.end()) {
         Inst in;

@@ -1,5 +1,6 @@
 #include "passes/decompose.h"
 
+#include <limits>
 #include <numeric>
 
 #include "passes/rewriter.h"
@@ -41,6 +42,8 @@ class Decomposer {
       }
       case OpCode::Gelu: y = gelu(x); break;
       case OpCode::Silu: y = bin(OpCode::Mul, x, un(OpCode::Sigmoid, x), finalName()); break;
+      case OpCode::Argmax: y = argReduce(x, /*max=*/true); break;
+      case OpCode::Argmin: y = argReduce(x, /*max=*/false); break;
       default: STITCH_INTERNAL(false, "{} is not a composite", ir::opName(n_.op));
     }
     if (upcast_) y = rw_.add(OpCode::Cast, {y}, {{"to", n_.type.dtype}}, n_.name);
@@ -74,6 +77,38 @@ class Decomposer {
     int s = reduce(OpCode::ReduceSum, e, axes);
     if (log) return bin(OpCode::Sub, d, un(OpCode::Log, s), finalName());
     return bin(OpCode::Div, e, s, finalName());
+  }
+
+  // argmax/argmin as two chained reductions over the axis, so they stitch like softmax's:
+  //   m   = reduce_max(xs)                    xs: x with NaN replaced by -inf (argmin: +inf)
+  //   key = select(isnan(x), i - B, select(xs == m, i, B))     i: iota along the axis, B = 2^62
+  //   r   = reduce_min(key);  result = r < 0 ? r + B : r
+  // The first NaN wins (its key is negative), else the first index of the extreme (ties: the
+  // smallest i). Indices are below 2^62 (support/checked.h), so the keys cannot collide.
+  int argReduce(int x, bool max) {
+    const ir::TensorType xt = rw_.node(x).type;  // a copy: add() grows the node list
+    int64_t axis = n_.attrs.getInt("axis");
+    std::vector<int64_t> axes = {axis};
+    bool fl = ir::isFloat(xt.dtype);
+    const double big = 4611686018427387904.0;  // 2^62
+    int nan = -1, xs = x;
+    if (fl) {
+      nan = rw_.add(OpCode::Ne, {x, x});
+      double inf =
+          max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      xs = rw_.add(OpCode::Select, {nan, rw_.constant(inf, xt.dtype), x});
+    }
+    int m = reduce(max ? OpCode::ReduceMax : OpCode::ReduceMin, xs, axes);
+    int i = rw_.add(OpCode::Iota, {}, {{"shape", xt.shape}, {"axis", axis}, {"dtype", DType::I64}});
+    int bigV = rw_.constant(big, DType::I64);
+    int key = rw_.add(OpCode::Select, {bin(OpCode::Eq, xs, m), i, bigV});
+    if (fl) key = rw_.add(OpCode::Select, {nan, bin(OpCode::Sub, i, bigV), key});
+    bool keep = n_.attrs.getBool("keepdims");
+    int r = rw_.add(OpCode::ReduceMin, {key}, {{"axes", axes}, {"keepdims", keep}},
+                    fl ? std::string() : n_.name);
+    if (!fl) return r;
+    int negative = bin(OpCode::Lt, r, rw_.constant(0, DType::I64));
+    return rw_.add(OpCode::Select, {negative, bin(OpCode::Add, r, bigV), r}, {}, n_.name);
   }
 
   // layer_norm when beta >= 0, else rms_norm.

@@ -9,6 +9,8 @@
 //   gelu none      = 0.5 * x * (1 + erf(x * 0.7071067811865476))
 //   gelu tanh      = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x^3)))
 //   silu(x)        = x * sigmoid(x)
+//   argmax(x)      = two chained reductions over the axis: the NaN-free max, then the least
+//                    index holding it (a NaN's index first); argmin alike (see argReduce)
 //
 // Reductions keep their dims (keepdims=true) so their results broadcast back against x: over the
 // one axis for softmax and log_softmax, over axis..end for the norms. An f16/bf16 composite is

@@ -5,12 +5,13 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/fold_reshapes.h"
+#include "passes/gather_rows.h"
 
 namespace stitch::passes {
 
 ir::Graph runPasses(const ir::Graph& g) {
   constexpr int kMaxRounds = 4;
-  ir::Graph cur = decomposeComposites(g);
+  ir::Graph cur = gatherRowsToReductions(decomposeComposites(g));
   for (int round = 0; round < kMaxRounds; ++round) {
     ir::Graph next =
         eliminateDeadCode(eliminateCommonSubexpressions(foldConstants(foldReshapes(cur))));

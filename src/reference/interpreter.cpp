@@ -21,6 +21,7 @@
 #include "support/checked.h"
 #include "support/error.h"
 #include "support/memory.h"
+#include "support/philox.h"
 
 namespace stitch::reference {
 
@@ -400,6 +401,61 @@ HostTensor iota(DType t, const Dims& shape, int64_t axis) {
   return cast(idx, t);
 }
 
+// random_uniform: support/philox.h defines the bits; the value is exact in its dtype.
+HostTensor randomUniform(const HostTensor& seed, const HostTensor& offset, DType t,
+                         const Dims& shape) {
+  HostTensor r = makeTensor(t, shape);
+  auto s = static_cast<uint64_t>(seed.ints.at(0));
+  auto o = static_cast<uint64_t>(offset.ints.at(0));
+  for (size_t e = 0; e < r.floats.size(); ++e) r.floats[e] = philoxUniform(s, o, e, t);
+  return r;
+}
+
+// Take-along-axis; an index outside [0, n) is clamped to the nearest end.
+HostTensor gatherAlong(const HostTensor& x, const HostTensor& index, int64_t axis,
+                       const Dims& shape) {
+  auto [outer, m, inner] = splitAt(shape, axis);
+  int64_t n = x.shape[static_cast<size_t>(axis)];
+  STITCH_CHECK(n > 0 || product(shape) == 0, ErrorCode::ShapeMismatch,
+               "gather reads axis {} of {}, which is empty", axis, dimsStr(x.shape));
+  Dims offsets(static_cast<size_t>(product(shape)));
+  size_t e = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t i = 0; i < inner; ++i, ++e) {
+        int64_t k = std::clamp<int64_t>(index.ints[e], 0, n - 1);
+        offsets[e] = (o * n + k) * inner + i;
+      }
+  return gather(x, shape, offsets);
+}
+
+// argmax / argmin along axis: the first index of the extreme; any NaN wins (its first index), as
+// in PyTorch. An empty axis (only possible with a symbolic dim bound to 0) gives INT64_MAX, as
+// the decomposition's reduce_min of nothing does.
+HostTensor argReduce(const HostTensor& x, int64_t axis, bool max, DType t, const Dims& shape) {
+  auto [outer, n, inner] = splitAt(x.shape, axis);
+  HostTensor r = makeTensor(t, shape);
+  bool fl = ir::isFloat(x.dtype);
+  size_t e = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i, ++e) {
+      int64_t best = n > 0 ? 0 : std::numeric_limits<int64_t>::max();
+      for (int64_t k = 0; k < n; ++k) {
+        auto at = static_cast<size_t>((o * n + k) * inner + i);
+        auto bt = static_cast<size_t>((o * n + best) * inner + i);
+        if (fl) {
+          double v = x.floats[at], b = x.floats[bt];
+          if (std::isnan(b)) break;
+          if (std::isnan(v) || (max ? v > b : v < b)) best = k;
+        } else if (max ? x.ints[at] > x.ints[bt] : x.ints[at] < x.ints[bt]) {
+          best = k;
+        }
+      }
+      r.ints[e] = best;
+    }
+  return r;
+}
+
 HostTensor concat(std::span<const HostTensor* const> parts, int64_t axis, const Dims& shape) {
   HostTensor r = makeTensor(parts[0]->dtype, shape);
   AxisSplit split = splitAt(shape, axis);
@@ -607,6 +663,11 @@ class Evaluator {
         for (size_t i = 0; i < n.operands.size(); ++i) parts.push_back(&arg(n, i));
         return concat(parts, at.getInt("axis"), shape);
       }
+
+      case OpCode::RandomUniform: return randomUniform(arg(n, 0), arg(n, 1), t, shape);
+      case OpCode::Gather: return gatherAlong(arg(n, 0), arg(n, 1), at.getInt("axis"), shape);
+      case OpCode::Argmax: return argReduce(arg(n, 0), at.getInt("axis"), true, t, shape);
+      case OpCode::Argmin: return argReduce(arg(n, 0), at.getInt("axis"), false, t, shape);
 
       case OpCode::Full: return filled(t, shape, at.getFloat("value"));
       case OpCode::Iota: return iota(t, shape, at.getInt("axis"));

@@ -47,6 +47,15 @@
 // - Constant (a scalar) and full: value rounded to the dtype (ints: the exact integer; bool:
 //   value != 0). iota: each element is its index along axis, converted like a cast from i64.
 //
+// Random numbers and gathers
+// - random_uniform(seed, offset): element i (row-major) is Philox4x32-10's word i mod 4 for
+//   counter (i / 4, offset) and key seed, its top m bits as a fraction in [0, 1) (m = 24 f32,
+//   11 f16, 8 bf16, 32 f64), exact in the dtype: the backends give the same bits
+//   (support/philox.h).
+// - gather(x, index, axis): y[.., j, ..] = x[.., clamp(index[.., j, ..], 0, n - 1), ..], n the
+//   axis length; an index outside [0, n) reads the nearest end (kernels cannot raise errors).
+//   Reading an empty axis is an error (ShapeMismatch).
+//
 // Composites (over the normalized `axis`)
 // - softmax = exp(x - max) / sum(exp(x - max)); log_softmax = x - max - log(sum(exp(x - max))).
 //   A row of all -inf (or any NaN, or +inf) gives NaN, as in PyTorch.
@@ -55,6 +64,9 @@
 // - rms_norm: x / sqrt(mean(x^2 over dims axis..end) + eps) * gamma.
 // - gelu none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 //   silu(x) = x * sigmoid(x). The formulas are evaluated literally (so gelu(-inf) is NaN).
+// - argmax/argmin: the first index of the row's max/min (ties: the smallest index); a row with
+//   a NaN gives its first NaN's index (PyTorch's rule); i64. An empty axis (a symbol bound to 0)
+//   gives INT64_MAX, as the decomposition's reduce_min of nothing.
 //
 // Zero-size dims are allowed everywhere.
 #pragma once

@@ -190,7 +190,8 @@ class Generator {
     else if (k < 52) castPattern();
     else if (k < 59) selectPattern();
     else if (k < 63) intPattern();
-    else if (k < 67) sourcePattern();
+    else if (k < 65) sourcePattern();
+    else if (k < 67) trainingPattern();
     else if (k < 70) manualSoftmaxPattern();
     else if (k < 85 && opt_.layout) layoutPattern();
     else if (opt_.composites) compositePattern();
@@ -467,6 +468,40 @@ class Generator {
       int f = op(OpCode::Full, {}, {{"shape", s}, {"value", literal()}, {"dtype", DType::F32}});
       static const std::vector<OpCode> kOps = {OpCode::Add, OpCode::Mul, OpCode::Sub};
       op(rng_.pick(kOps), {x, f});
+    }
+  }
+
+  // The ops of training graphs: dropout (random_uniform with seed and offset from `full`
+  // scalars), gather (of a same-shaped index, clamped, or of one index per row from a
+  // reduction, which becomes a one-hot reduction when the data is computed) and argmax/argmin.
+  void trainingPattern() {
+    int x = pickF32(1);
+    if (x < 0 || left_ < 6) return unaryPattern();  // dropout makes 6 ops
+    int k = rng_.below(3);
+    int64_t axis = rng_.below(rank(x));
+    if (k == 0) {
+      auto scalar = [&](double v) {
+        return op(OpCode::Full, {}, {{"shape", Shape{}}, {"value", v}, {"dtype", DType::I64}});
+      };
+      int seed = scalar(static_cast<double>(rng_.below(1000)));
+      int offset = scalar(static_cast<double>(rng_.below(4)));
+      int u = op(OpCode::RandomUniform, {seed, offset}, {{"shape", shape(x)}});
+      int keep = opLit(OpCode::Ge, u, 0.25);
+      op(OpCode::Select,
+         {keep, opLit(OpCode::Mul, x, 1.0 / 0.75), b_.addConstant(0.0, DType::F32)});
+    } else if (k == 1) {
+      int src = x;
+      if (rng_.chance(50))  // one index per row, along the axis
+        src =
+            op(OpCode::ReduceMax, {x}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}});
+      int index = op(OpCode::Cast, {opLit(OpCode::Mul, src, 8.0)},
+                     {{"to", rng_.chance(50) ? DType::I32 : DType::I64}});
+      int data = rng_.chance(50) ? x : op(OpCode::Exp, {x});
+      op(OpCode::Gather, {data, index}, {{"axis", rng_.chance(30) ? axis - rank(x) : axis}});
+    } else {
+      int a = op(rng_.chance(50) ? OpCode::Argmax : OpCode::Argmin, {x},
+                 {{"axis", axis}, {"keepdims", rng_.chance(50)}});
+      op(OpCode::Cast, {a}, {{"to", DType::F32}});
     }
   }
 

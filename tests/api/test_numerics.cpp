@@ -296,4 +296,64 @@ TEST(CpuNumerics, CrossEntropyOfAnEmptyBatch) {
   EXPECT_TRUE(f.empty()) << f;
 }
 
+// Runs case c on the cpu backend and on the reference; returns "" or the first output whose
+// bytes differ (for ops defined bit for bit: random numbers, indices, gathered copies).
+std::string checkBits(const Case& c, uint64_t seed = 1) {
+  stitch::Graph g = stitch::Graph::parse(c.text, c.name);
+  std::vector<Buffer> inputs = inputsOf(g, c, seed);
+  std::vector<Buffer> want = run("reference", g, c, inputs);
+  std::vector<Buffer> got = run("cpu", g, c, inputs);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i].bytes != got[i].bytes)
+      return c.name + ": output " + std::to_string(i) + " differs from the reference (" +
+             compare(want[i], got[i]) + ")";
+  return "";
+}
+
+TEST(CpuNumerics, RandomUniformIsBitIdenticalToTheReference) {
+  REQUIRE_CPU();
+  // Odd sizes (a tail in every vector loop), each dtype, and a draw inside a row reduction
+  // (dropout before a softmax), where the counter comes from the row walk's index math.
+  const char* text = R"(
+graph random_bits(seed: i64[], offset: i64[], x: f32[N, 1001]) {
+  a = random_uniform(seed, offset, shape=[N, 1001])
+  b = random_uniform(seed, offset, shape=[N, 1001], dtype=f16)
+  c = random_uniform(seed, offset, shape=[N, 1001], dtype=bf16)
+  d = random_uniform(seed, offset, shape=[N, 1001], dtype=f64)
+  keep = ge(a, 0.5)
+  xs = mul(x, 2)
+  y = select(keep, xs, 0)
+  s = reduce_sum(y, axes=[1], keepdims=true)
+  z = div(y, s)
+  return a, b, c, d, z
+}
+)";
+  for (uint64_t seed : {1, 2, 3}) {
+    std::string f = checkBits({"random_bits", text, {{"N", 37}}}, seed);
+    EXPECT_TRUE(f.empty()) << f;
+  }
+}
+
+TEST(CpuNumerics, ArgReductionsAndGathersAreExact) {
+  REQUIRE_CPU();
+  // log of inputs in (-1, 1) is NaN for the negative ones: argmax/argmin must give each row's
+  // first NaN; inputs at 8 bits of precision tie often. The gathers clamp indices in [-8, 8].
+  const char* text = R"(
+graph arg_gather(x: f32[N, 301], i: i32[N, 5], j: i64[N, 1]) {
+  l = log(x)
+  a = argmax(l, axis=1)
+  b = argmin(x, axis=1, keepdims=true)
+  c = argmax(x, axis=0)
+  g = gather(x, i, axis=1)
+  e = exp(x)
+  h = gather(e, j, axis=1)
+  return a, b, c, g, h
+}
+)";
+  for (uint64_t seed : {1, 2}) {
+    std::string f = check({"arg_gather", text, {{"N", 64}}}, seed);
+    EXPECT_TRUE(f.empty()) << f;
+  }
+}
+
 }  // namespace

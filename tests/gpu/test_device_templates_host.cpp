@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "ir/dtype.h"
+#include "support/philox.h"
 
 // ---- the shim -----------------------------------------------------------------------------------
 #define STITCH_TARGET_HIP 1
@@ -49,6 +50,7 @@ using std::fma;
 using std::rint;
 
 #include "stitch/math.cuh"
+#include "stitch/random.cuh"
 #include "stitch/vec.cuh"
 
 namespace {
@@ -143,6 +145,24 @@ TEST(DeviceTemplates, VectorGroupsKeepEveryByte) {
   roundTrip<stitch::u8, 2>({0xFF, 1});
   roundTrip<int, 4>({-1, 0, std::numeric_limits<int>::min(), 42});
   roundTrip<stitch::i64, 2>({-1, std::numeric_limits<stitch::i64>::min()});
+}
+
+TEST(DeviceTemplates, PhiloxMatchesTheHostDefinitionBitForBit) {
+  const uint64_t seeds[] = {0, 1, 0xffffffffull, 0x123456789abcdef0ull, ~0ull};
+  const uint64_t offsets[] = {0, 7, 0x100000000ull, ~0ull};
+  for (uint64_t seed : seeds)
+    for (uint64_t offset : offsets)
+      for (uint64_t i : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4},
+                         uint64_t{1} << 33, (uint64_t{1} << 62) - 1}) {
+        ASSERT_EQ(stitch::philox_word(seed, offset, i), stitch::philoxWord(seed, offset, i))
+            << seed << " " << offset << " " << i;
+        float f = stitch::uniform_f32<24>(seed, offset, i);
+        EXPECT_EQ(double(f), stitch::philoxUniform(seed, offset, i, stitch::ir::DType::F32));
+        EXPECT_EQ(double(stitch::uniform_f32<8>(seed, offset, i)),
+                  stitch::philoxUniform(seed, offset, i, stitch::ir::DType::BF16));
+        EXPECT_EQ(stitch::uniform_f64(seed, offset, i),
+                  stitch::philoxUniform(seed, offset, i, stitch::ir::DType::F64));
+      }
 }
 
 }  // namespace

@@ -95,6 +95,16 @@ std::vector<std::string> opTable() {
   return y, f2, f3, f4, i, i2
 }
 )");
+  t.push_back(R"(graph training(x: f32[N, 4, 8], seed: i64[], off: i64[], i: i32[N, 2, 8]) {
+  u = random_uniform(seed, off, shape=[N, 4, 8])
+  u2 = random_uniform(seed, off, shape=[3], dtype=bf16)
+  g = gather(x, i, axis=1)
+  g2 = gather(x, i, axis=-2)
+  a = argmax(x, axis=-1)
+  a2 = argmin(x, axis=0, keepdims=true)
+  return u, u2, g, g2, a, a2
+}
+)");
   t.push_back(R"(graph composites(x: f32[N, 4, 8], g: f32[8], g2: f32[4, 8], b2: f32[4, 8]) {
   s = softmax(x)
   s1 = softmax(x, axis=1)

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ref_helpers.h"
+#include "support/philox.h"
 
 namespace stitch::reference::testing {
 namespace {
@@ -759,6 +760,70 @@ std::vector<Case> allCases() {
           mapF(
               gx, [](double v) { return v / (1 + std::exp(-v)); }, F32))},
        1e-6});
+
+  // ---- random_uniform, gather, argmax / argmin ----
+  // random_uniform's expected values come from support/philox.h's philoxWord (checked against
+  // Random123's known answers in tests/support/test_philox.cpp): the cases check the element ->
+  // counter layout and the word -> value mapping of each dtype.
+  auto randomOp = [](ir::Shape s, ir::DType t) {
+    return [=](ir::GraphBuilder& b, const std::vector<int>& in) {
+      return std::vector<int>{
+          b.addOp(OpCode::RandomUniform, {in[0], in[1]}, Attrs{{"shape", s}, {"dtype", t}})};
+    };
+  };
+  {
+    const int64_t seed = 0x299f31d0a4093822, offset = 0x0370734413198a2e;
+    std::vector<double> f32v, f64v;
+    std::vector<uint16_t> bf;
+    for (uint64_t i = 0; i < 6; ++i) {
+      uint32_t w = philoxWord(seed, offset, i);
+      f32v.push_back(static_cast<double>(w >> 8) / 16777216.0);
+      f64v.push_back(static_cast<double>(w) / 4294967296.0);
+      bf.push_back(ir::bf16Bits(static_cast<double>(w >> 24) / 256.0));
+    }
+    add({"random_uniform_f32",
+         {"i64[]", "i64[]"},
+         randomOp({Dim::of(2), Dim::of(3)}, F32),
+         {Ti(I64, {}, {seed}), Ti(I64, {}, {offset})},
+         {T(F32, {2, 3}, f32v)}});
+    add({"random_uniform_f64",
+         {"i64[]", "i64[]"},
+         randomOp({Dim::of(6)}, F64),
+         {Ti(I64, {}, {seed}), Ti(I64, {}, {offset})},
+         {T(F64, {6}, f64v)}});
+    add({"random_uniform_bf16",
+         {"i64[]", "i64[]"},
+         randomOp({Dim::of(3), Dim::of(2)}, BF16),
+         {Ti(I64, {}, {seed}), Ti(I64, {}, {offset})},
+         {Th(BF16, {3, 2}, bf)}});
+  }
+  add({"gather_axis1_clamps",
+       {"f32[2, 3]", "i64[2, 4]"},
+       op(OpCode::Gather, Attrs{{"axis", int64_t{1}}}),
+       {T(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), Ti(I64, {2, 4}, {2, 0, -7, 9, 1, 1, 3, 0})},
+       {T(F32, {2, 4}, {3, 1, 1, 3, 5, 5, 6, 4})}});
+  add({"gather_axis0_i32_index",
+       {"i32[3, 2]", "i32[1, 2]"},
+       op(OpCode::Gather, Attrs{{"axis", int64_t{-2}}}),
+       {Ti(I32, {3, 2}, {10, 11, 20, 21, 30, 31}), Ti(I32, {1, 2}, {2, 1})},
+       {Ti(I32, {1, 2}, {30, 21})}});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  add({"argmax_ties_nan_inf",
+       {"f32[4, 3]"},
+       op(OpCode::Argmax, Attrs{{"axis", int64_t{1}}}),
+       {T(F32, {4, 3}, {1, 3, 3, 2, nan, 5, -inf, -inf, -inf, 7, inf, nan})},
+       {Ti(I64, {4}, {1, 1, 0, 2})}});
+  add({"argmin_keepdims_axis0",
+       {"f32[3, 2]"},
+       op(OpCode::Argmin, Attrs{{"axis", int64_t{0}}, {"keepdims", true}}),
+       {T(F32, {3, 2}, {2, nan, -1, 4, -1, nan})},
+       {Ti(I64, {1, 2}, {1, 0})}});
+  add({"argmax_int",
+       {"i32[2, 3]"},
+       op(OpCode::Argmax, Attrs{{"axis", int64_t{-1}}}),
+       {Ti(I32, {2, 3}, {kI32Min, kI32Min, kI32Min, 4, 9, 9})},
+       {Ti(I64, {2}, {0, 1})}});
 
   // ---- A small multi-op graph, as a backend would see it: bias + relu, then a row max. ----
   add({"chain_bias_relu_rowmax",

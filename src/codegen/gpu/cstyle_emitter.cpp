@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "support/error.h"
+#include "support/philox.h"
 
 namespace stitch::codegen {
 
@@ -210,6 +211,15 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
     case OpCode::LogicalOr: return fmt::format("({} || {})", a[0], a[1]);
     case OpCode::Select: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
     case OpCode::Cast: return castExpr(a[0], at, t);
+    case OpCode::RandomUniform: {
+      // args: the flat index, seed, offset (lowering); the value is exact in t (random.cuh).
+      std::string args = fmt::format(
+          "static_cast<stitch::u64>({}), static_cast<stitch::u64>({}), "
+          "static_cast<stitch::u64>({})",
+          a[1], a[2], a[0]);
+      if (t == DType::F64) return fmt::format("stitch::uniform_f64({})", args);
+      return fmt::format("stitch::uniform_f32<{}>({})", uniformBits(t), args);
+    }
     // Never an Op instruction: lowering turns sources and layout ops into constants, loads and
     // index arithmetic and reductions into accumulators; composites are decomposed before
     // planning. Listed (no default) so that an op added to ops.def fails to compile here.
@@ -232,7 +242,10 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
     case OpCode::LayerNorm:
     case OpCode::RmsNorm:
     case OpCode::Gelu:
-    case OpCode::Silu: break;
+    case OpCode::Silu:
+    case OpCode::Argmax:
+    case OpCode::Argmin:
+    case OpCode::Gather: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("gpu emitter: {} is not an elementwise op", ir::opName(in.op)));
@@ -307,6 +320,9 @@ class PhaseEmitter {
   void emitReducePhase();
   // wide: the stage's wide accumulators, flushed into their double totals (w<n>) as it goes.
   void emitRowWalk(const lower::Block& b, const std::vector<int>& wide = {});
+  // Whether `id` is computed from index instructions and constants only (no load, no
+  // accumulator): an expression exprAt can print at any position.
+  bool indexOnly(int id) const;
   std::string cacheKey(int loadId) const;
   void planCache();
 
@@ -501,8 +517,19 @@ void PhaseEmitter::emitLoopPhase() {
   line("}");
 }
 
+bool PhaseEmitter::indexOnly(int id) const {
+  const Inst& in = inst(id);
+  if (outer_[static_cast<size_t>(id)] || in.kind == InstKind::Const) return true;
+  if (!isIndexKind(in.kind) && in.kind != InstKind::Op) return false;
+  for (int x : in.args)
+    if (x >= 0 && !indexOnly(x)) return false;
+  return true;
+}
+
 std::string PhaseEmitter::cacheKey(int loadId) const {
   const Inst& in = inst(loadId);
+  // A gathered load (its index read from memory) is not a position of the row walk: not cached.
+  if (!indexOnly(in.args[0])) return {};
   return fmt::format("{}@{}", in.buffer, exprAt(in.args[0], "k"));
 }
 
@@ -519,6 +546,7 @@ void PhaseEmitter::planCache() {
     for (int id : walks[w]->insts) {
       if (inst(id).kind != InstKind::Load) continue;
       std::string key = cacheKey(id);
+      if (key.empty()) continue;
       auto it = first.find(key);
       if (it == first.end()) {
         first.emplace(key, std::make_pair(id, w));

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "support/error.h"
+#include "support/philox.h"
 
 namespace stitch::codegen {
 
@@ -172,6 +173,7 @@ class PhaseEmitter {
   }
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
   llvm::Value* op(const Inst& in);
+  llvm::Value* uniform(llvm::Value* index, llvm::Value* seed, llvm::Value* offset, DType t);
   // The type an accumulator is held in: the compute type, except float products, held in f64
   // as the reference multiplies (the loop is scalar anyway): an f32 product of [-1, 1] values
   // underflows after ~100 factors, an f64 one after ~700, and it rounds once at the end.
@@ -223,6 +225,47 @@ llvm::Value* PhaseEmitter::cast(llvm::Value* x, DType from, DType to) {
   }
   if (to == DType::Bool) return B_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
   return B_.CreateSExtOrTrunc(x, t);
+}
+
+// random_uniform at flat index `index` (i64) from i64 seed and offset: Philox4x32-10 on 32-bit
+// words (support/philox.h), the 32x32->64 products as zext multiplies, which the vectorizer
+// widens like any integer arithmetic; then the top bits as an exact fraction.
+llvm::Value* PhaseEmitter::uniform(llvm::Value* index, llvm::Value* seed, llvm::Value* offset,
+                                   DType t) {
+  llvm::Type* i32 = B_.getInt32Ty();
+  llvm::Type* i64 = B_.getInt64Ty();
+  auto lo = [&](llvm::Value* v) { return B_.CreateTrunc(v, i32); };
+  auto hi = [&](llvm::Value* v) { return B_.CreateTrunc(B_.CreateLShr(v, 32), i32); };
+  auto c32 = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  llvm::Value* q = B_.CreateLShr(index, 2);
+  llvm::Value* c[4] = {lo(q), hi(q), lo(offset), hi(offset)};
+  llvm::Value* k[2] = {lo(seed), hi(seed)};
+  for (int r = 0; r < kPhiloxRounds; ++r) {
+    if (r > 0) {
+      k[0] = B_.CreateAdd(k[0], c32(kPhiloxW0));
+      k[1] = B_.CreateAdd(k[1], c32(kPhiloxW1));
+    }
+    llvm::Value* p0 =
+        B_.CreateMul(llvm::ConstantInt::get(i64, kPhiloxM0), B_.CreateZExt(c[0], i64));
+    llvm::Value* p1 =
+        B_.CreateMul(llvm::ConstantInt::get(i64, kPhiloxM1), B_.CreateZExt(c[2], i64));
+    llvm::Value* n0 = B_.CreateXor(B_.CreateXor(hi(p1), c[1]), k[0]);
+    llvm::Value* n2 = B_.CreateXor(B_.CreateXor(hi(p0), c[3]), k[1]);
+    c[0] = n0;
+    c[1] = lo(p1);
+    c[2] = n2;
+    c[3] = lo(p0);
+  }
+  llvm::Value* w = B_.CreateTrunc(B_.CreateAnd(index, 3), i32);
+  llvm::Value* word = c[3];
+  for (int j = 2; j >= 0; --j)
+    word = B_.CreateSelect(B_.CreateICmpEQ(w, c32(static_cast<uint32_t>(j))), c[j], word);
+  int m = uniformBits(t);
+  llvm::Type* ft = ctype(t);
+  llvm::Value* bits = B_.CreateLShr(word, static_cast<uint64_t>(32 - m));
+  // u < 2^m converts exactly (uitofp), and the scale is a power of two.
+  return B_.CreateFMul(B_.CreateUIToFP(bits, ft),
+                       llvm::ConstantFP::get(ft, 1.0 / static_cast<double>(uint64_t{1} << m)));
 }
 
 llvm::Value* PhaseEmitter::op(const Inst& in) {
@@ -291,6 +334,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::LogicalOr: return B_.CreateOr(a, b);
     case OpCode::Select: return B_.CreateSelect(a, b, val(in.args[2]));
     case OpCode::Cast: return cast(a, at, t);
+    case OpCode::RandomUniform: return uniform(a, b, val(in.args[2]), t);
     // Never an Op instruction: lowering turns sources and layout ops into constants, loads and
     // index arithmetic and reductions into accumulators; composites are decomposed before
     // planning. Listed (no default) so that an op added to ops.def fails to compile here.
@@ -313,7 +357,10 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::LayerNorm:
     case OpCode::RmsNorm:
     case OpCode::Gelu:
-    case OpCode::Silu: break;
+    case OpCode::Silu:
+    case OpCode::Argmax:
+    case OpCode::Argmin:
+    case OpCode::Gather: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("llvm emitter: {} is not an elementwise op", ir::opName(in.op)));
