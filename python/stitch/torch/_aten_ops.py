@@ -281,12 +281,10 @@ def _dropout(b, n, _m):
     raise Unsupported("dropout kept as PyTorch emits it (eval mode, p = 0 or p = 1)")
 
 
-@_register(philox_seed.overloadpacket)
 def _philox_seed(b, n, _m):
     raise Unsupported("draws (seed, offset) from PyTorch's generator")
 
 
-@_register(philox_uniform.overloadpacket)
 def _philox_uniform(b, n, _m):
     """Stitch's random_uniform, whose bits _random's eager implementation reproduces; the seed
     operand is int64[2] (seed, offset) drawn by stitch::philox_seed."""
@@ -298,6 +296,11 @@ def _philox_uniform(b, n, _m):
             for i in (0, 1)]
     return b.op("random_uniform", half[0], half[1], shape=_shape_list(b, size),
                 dtype=STITCH_DTYPE[dtype])
+
+
+if philox_uniform is not None:  # PyTorch 2.4+ (see _random)
+    _register(philox_seed.overloadpacket)(_philox_seed)
+    _register(philox_uniform.overloadpacket)(_philox_uniform)
 
 
 # -- sources ----------------------------------------------------------------------------------

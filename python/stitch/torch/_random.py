@@ -96,35 +96,39 @@ def uniform(seed: torch.Tensor, size: Sequence[int], dtype: torch.dtype) -> torc
 
 # -- the custom ops ----------------------------------------------------------------------------
 
-_lib = torch.library.Library("stitch", "FRAGMENT")
-_lib.define("philox_seed(Device device, int site) -> Tensor",
-            tags=(torch.Tag.nondeterministic_seeded,))
-_lib.define("philox_uniform(Tensor seed, SymInt[] size, ScalarType dtype) -> Tensor")
+def _register_ops():
+    lib = torch.library.Library("stitch", "FRAGMENT")
+    lib.define("philox_seed(Device device, int site) -> Tensor",
+               tags=(torch.Tag.nondeterministic_seeded,))
+    lib.define("philox_uniform(Tensor seed, SymInt[] size, ScalarType dtype) -> Tensor")
+
+    @torch.library.impl(lib, "philox_seed", "CompositeExplicitAutograd")
+    def _philox_seed(device: torch.device, site: int) -> torch.Tensor:
+        # random_() of an int64 tensor: uniform in [0, 2^63), from the device's default
+        # generator.
+        return torch.empty(2, dtype=torch.int64, device=device).random_()
+
+    @torch.library.register_fake("stitch::philox_seed", lib=lib)
+    def _philox_seed_fake(device: torch.device, site: int) -> torch.Tensor:
+        return torch.empty(2, dtype=torch.int64, device=device)
+
+    @torch.library.impl(lib, "philox_uniform", "CompositeExplicitAutograd")
+    def _philox_uniform(seed: torch.Tensor, size: Sequence[int],
+                        dtype: torch.dtype) -> torch.Tensor:
+        return uniform(seed, size, dtype)
+
+    @torch.library.register_fake("stitch::philox_uniform", lib=lib)
+    def _philox_uniform_fake(seed, size, dtype):
+        return seed.new_empty(list(size), dtype=dtype)
+
+    return lib
 
 
-@torch.library.impl(_lib, "philox_seed", "CompositeExplicitAutograd")
-def _philox_seed(device: torch.device, site: int) -> torch.Tensor:
-    # random_() of an int64 tensor: uniform in [0, 2^63), from the device's default generator.
-    return torch.empty(2, dtype=torch.int64, device=device).random_()
-
-
-@torch.library.register_fake("stitch::philox_seed", lib=_lib)
-def _philox_seed_fake(device: torch.device, site: int) -> torch.Tensor:
-    return torch.empty(2, dtype=torch.int64, device=device)
-
-
-@torch.library.impl(_lib, "philox_uniform", "CompositeExplicitAutograd")
-def _philox_uniform(seed: torch.Tensor, size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    return uniform(seed, size, dtype)
-
-
-@torch.library.register_fake("stitch::philox_uniform", lib=_lib)
-def _philox_uniform_fake(seed, size, dtype):
-    return seed.new_empty(list(size), dtype=dtype)
-
-
-philox_seed = torch.ops.stitch.philox_seed.default
-philox_uniform = torch.ops.stitch.philox_uniform.default
+# The ops exist where torch.compile does (register_fake: PyTorch 2.4+); PyTorch 1.13's hook
+# (optimize, inference only) has no use for them.
+_lib = _register_ops() if hasattr(torch.library, "register_fake") else None
+philox_seed = torch.ops.stitch.philox_seed.default if _lib is not None else None
+philox_uniform = torch.ops.stitch.philox_uniform.default if _lib is not None else None
 
 
 # -- the rewrite -------------------------------------------------------------------------------
@@ -194,10 +198,10 @@ def rewrite_random(gm: fx.GraphModule, recompute: bool) -> int:
     """Rewrites the random ops of gm (see the module note and _uniform_source) in place; returns
     how many. ``recompute``: mark the uniform numbers MUST_RECOMPUTE (a joint graph, before the
     min-cut), so the backward computes them again from the saved seed."""
-    from torch.utils.checkpoint import CheckpointPolicy
     fm = _fake_mode(gm)
-    if fm is None:
+    if fm is None or _lib is None:
         return 0
+    from torch.utils.checkpoint import CheckpointPolicy
     g = gm.graph
     sites = itertools.count()
     done = 0
