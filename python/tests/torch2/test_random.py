@@ -161,3 +161,21 @@ def test_rand_rand_like_and_bernoulli_draw_from_philox():
         r = stitch.torch.last_report()
         assert all(fb["op"] != "stitch.philox_uniform" for g in r.graphs for fb in g.fallbacks), \
             str(r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_dropout_in_an_inference_graph(dtype):
+    """A module in train mode called under no_grad: the inference graph's dropout is rewritten
+    too (nothing to save), in the input's dtype."""
+    compiled = harness.compile_model(dropped)
+    x = (torch.rand(128, 64) + 1).to(dtype)
+    with torch.no_grad():
+        y = compiled(x)
+    assert y.dtype == dtype
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - P)) < 5 * math.sqrt(P * (1 - P) / x.numel())
+    want = (torch.tanh(x) * (1.0 / (1 - P))).to(dtype) * 3
+    torch.testing.assert_close(y[kept], want[kept], rtol=1e-2, atol=1e-2)
+    if harness.STITCH:
+        g = stitch.torch.last_report().graph("inference")
+        assert "stitch.philox_uniform" in g.replaced(), str(g.lines())
