@@ -91,11 +91,6 @@ KernelCost estimateKernel(const KernelSummary& k, const HardwareProfile& hw) {
       static_cast<double>(k.expensiveOps) + static_cast<double>(k.recomputeExpensiveOps);
   cost.compute = (cheap / hw.flops + expensive / hw.expensiveFlops) / cost.efficiency;
 
-  if (k.gridSyncs > 0 && k.blocks > capacity)
-    return infeasible(cost, fmt::format("a grid barrier needs every block resident, but only {} of "
-                                        "{} blocks fit on {} at once",
-                                        capacity, k.blocks, hw.name));
-
   cost.time = cost.launch + std::max(cost.memory, cost.compute) + cost.sync;
   return cost;
 }

@@ -36,9 +36,16 @@
 // moves, and fusing work into such a kernel can lose to keeping it apart.
 //
 // A kernel is infeasible (feasible = false, time = +inf, infeasibleReason says why) when it
-// needs more threads or shared memory per block than the hardware allows, or has a grid barrier
-// with more blocks than can be resident at once (cooperative launch). The parts computed before
-// the check failed are filled in; the rest stay zero. A summary with no blocks, no threads or
+// needs more threads or shared memory per block than the hardware allows. The parts computed
+// before the check failed are filled in; the rest stay zero.
+//
+// A grid barrier (gridSyncs > 0) does not need every block resident, so it is no limit on
+// blocks: every phase of a lowered kernel is grid-stride over its units (lower/launch.h), the
+// GPU runtime launches the cooperative entry with at most the occupancy bound of blocks, each
+// striding over the rest (runtime/gpu/gpu_kernels.h), or one launch per phase where cooperative
+// launch is unavailable (HIP 5.2); the host runs the phases one after another on its pool
+// (lower/kernel_program.h). So a barrier costs gridSyncTime whatever the grid. (Refusing grids
+// past residency cut every loss over a large tensor into two kernels: issue 14.) A summary with no blocks, no threads or
 // negative counts is a bug in the caller and throws an internal error.
 #pragma once
 

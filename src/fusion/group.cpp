@@ -411,26 +411,46 @@ void Analyzer::countWork(Kernel& k) {
       if (in(o)) st = std::max(st, stage(o) + (ctx_.kinds[o] == OpKind::Reduce ? 1 : 0));
     stage(n) = st;
   }
-  // Elementwise values read again after a barrier must live somewhere across it.
+  // What a later stage needs again. The lowering (lower/kernel_program.h) never holds a value
+  // computed in the kernel across a reduction: it loads the kernel's inputs again (the GPU
+  // emitter keeps those loads in registers when the row's walk is unrolled) and recomputes the
+  // elementwise values from them. So only external values read in several stages are live
+  // across a barrier (registers, shared memory, or a second read); an elementwise value used
+  // after its own stage costs its work again. (Counting those values as held, each re-read at
+  // DRAM cost, priced a fused cross-entropy forward+backward at 3x its traffic: issue 14.)
+  // need(n): the last stage that evaluates n. A reduction evaluates its operand in its own
+  // stage; an elementwise consumer recomputed in a later stage evaluates its operands there too.
+  // Nodes are in topological order (ids), so consumers are visited first going backwards.
+  std::vector<int> need(nodes_.size(), 0);
+  auto needAt = [&](int c) {
+    return ctx_.kinds[c] == OpKind::Reduce ? stage(c) : std::max(stage(c), need[pos(c)]);
+  };
+  for (size_t i = k.nodes.size(); i-- > 0;) {
+    int n = k.nodes[i];
+    int last = stage(n);
+    for (int c : ctx_.consumers[n])
+      if (in(c)) last = std::max(last, needAt(c));
+    need[pos(n)] = last;
+  }
   int live = 0;
+  std::vector<bool> recomputed(nodes_.size(), false);
   struct Reads {
     int value, first, last;  // an external value and the stages reading it
   };
   std::vector<Reads> external;
   for (int n : k.nodes) {
-    int lastUse = stage(n);
-    for (int c : ctx_.consumers[n])
-      if (in(c)) lastUse = std::max(lastUse, stage(c));
-    if (place(n) == Place::Elem && lastUse > stage(n)) ++live;
+    if (place(n) == Place::Elem && need[pos(n)] > stage(n))
+      recomputed[pos(n)] = true;
+    int last = ctx_.kinds[n] == OpKind::Reduce ? stage(n) : need[pos(n)];
     for (int o : g.node(n).operands) {
       if (in(o) || ctx_.kinds[o] == OpKind::Source) continue;
       auto it = std::find_if(external.begin(), external.end(),
                              [&](const Reads& r) { return r.value == o; });
       if (it == external.end()) {
-        external.push_back({o, stage(n), stage(n)});
+        external.push_back({o, stage(n), last});
       } else {
         it->first = std::min(it->first, stage(n));
-        it->last = std::max(it->last, stage(n));
+        it->last = std::max(it->last, last);
       }
     }
   }
@@ -440,13 +460,34 @@ void Analyzer::countWork(Kernel& k) {
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
   for (int o : k.outputs) s.bytesWritten = saturatingAdd(s.bytesWritten, ctx_.bytes[o]);
+  // An output per element computed from a grid barrier's result is made by a second walk over
+  // the rows after it (lower/kernel_program.h): the element-sized inputs are read again.
+  std::vector<bool> after(nodes_.size(), false);  // computed from a grid barrier's result
+  if (hasGlobalReduce_) {
+    bool rewalk = false;
+    for (int n : k.nodes) {
+      bool a = place(n) == Place::Global;
+      for (int o : g.node(n).operands) a = a || (in(o) && after[pos(o)]);
+      after[pos(n)] = a;
+      bool escapes = ctx_.isOutput[n];
+      for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
+      rewalk = rewalk || (a && escapes && place(n) == Place::Elem);
+    }
+    if (rewalk)
+      for (const Reads& r : external)
+        if (ctx_.numel[r.value] == domain)
+          s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[r.value]);
+  }
 
   // Work, per element computed; partial values are recomputed by every element that uses them.
   for (int n : k.nodes) {
     OpKind kind = ctx_.kinds[n];
     int64_t work = 0, extra = 0;
     switch (place(n)) {
-      case Place::Elem: work = domain; break;
+      case Place::Elem:
+        work = domain;
+        if (recomputed[pos(n)]) extra = domain;
+        break;
       case Place::Row:
         work = kind == OpKind::Reduce ? ctx_.numel[g.node(n).operands[0]] : rows_;
         break;
@@ -482,7 +523,11 @@ void Analyzer::countWork(Kernel& k) {
   const Mapping& m = k.mapping;
   s.blocks = m.blocks;
   s.threadsPerBlock = m.threadsPerBlock;
-  int base = 16 + 2 * static_cast<int>(std::min<size_t>(k.nodes.size(), 64));
+  // Registers: about two per op of the row walk. Ops after a grid barrier run in a later phase
+  // (lower/kernel_program.h) and do not add to the walk's pressure.
+  size_t walkOps = 0;
+  for (int n : k.nodes) walkOps += after[pos(n)] ? 0 : 1;
+  int base = 16 + 2 * static_cast<int>(std::min<size_t>(walkOps, 64));
   s.registersPerThread = base;
   int reductions = 0;
   for (int n : k.nodes) reductions += ctx_.kinds[n] == OpKind::Reduce;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "ir/signature.h"
@@ -688,25 +689,44 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       c *= shapes[g.node(reduction).operands[0]][static_cast<size_t>(a)];
     return c;
   };
-  int partNo = 0;
-  for (const std::vector<int>& part : parts(g, k.nodes)) {
-    // The dominant op, as the group analysis picks it: the largest reduction, else the largest op.
+  // The dominant op of a set of nodes, as the group analysis picks it: the largest reduction,
+  // else the largest op; the domain is its operand's shape (its own for an op).
+  auto domainOf = [&](const std::vector<int>& nodes, Dims& domain, std::vector<bool>& reduced) {
     int dominant = -1;
     int64_t best = -1;
-    for (int n : part)
+    for (int n : nodes)
       if (isReduce(g.node(n).op) && count(n) != 1 && product(shapes[g.node(n).operands[0]]) > best)
         best = product(shapes[g.node(n).operands[0]]), dominant = n;
-    Dims domain;
-    std::vector<bool> reduced;
     if (dominant >= 0) {
       domain = shapes[g.node(dominant).operands[0]];
       reduced = reducedMask(dominant, domain);
-    } else {
-      for (int n : part)
-        if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
-      domain = shapes[dominant];
-      reduced.assign(domain.size(), false);
+      return;
     }
+    for (int n : nodes)
+      if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
+    domain = shapes[dominant];
+    reduced.assign(domain.size(), false);
+  };
+  Dims kernelDomain;
+  std::vector<bool> kernelReduced;
+  domainOf(k.nodes, kernelDomain, kernelReduced);
+  int partNo = 0;
+  for (const std::vector<int>& part : parts(g, k.nodes)) {
+    Dims domain;
+    std::vector<bool> reduced;
+    domainOf(part, domain, reduced);
+    // The group analysis may have accepted the nodes as one kernel with one domain although they
+    // are not connected (analyzeGroup tries the whole set first): a part whose own dominant is
+    // smaller than one of its values (a gradient beside an all-reduction of per-row weights,
+    // the rows' reduction itself in another part) runs over the kernel's domain, which the
+    // analysis checked every value against.
+    int64_t domainSize = product(domain);
+    for (int n : part)
+      if (product(shapes[n]) > domainSize) {
+        domain = kernelDomain;
+        reduced = kernelReduced;
+        break;
+      }
     bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
     auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
                         const std::vector<std::pair<int, int>>& stores) {
@@ -724,17 +744,35 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     };
     // Second-level reductions (grid barriers): phase A stores their operand per row, phase B
     // reduces it in one unit; later phases read the result.
-    for (int n : part) {
-      if (!isReduce(g.node(n).op) || count(n) == 1) continue;
+    auto secondLevel = [&](int n) {
+      if (!isReduce(g.node(n).op) || count(n) == 1) return false;
       int input = g.node(n).operands[0];
-      if (shapes[input] == domain && reducedMask(n, domain) == reduced) continue;
+      return !(shapes[input] == domain && reducedMask(n, domain) == reduced);
+    };
+    // Outputs that no second-level reduction feeds are stored by the first phase A, which walks
+    // the rows anyway: a loss and the gradient beside it (cross-entropy forward + backward) then
+    // take one pass over the rows, not one for the loss's operand and another for the rest.
+    std::set<int> afterBarrier;
+    for (int n : part) {
+      bool after = secondLevel(n);
+      for (int o : g.node(n).operands) after = after || afterBarrier.count(o) > 0;
+      if (after) afterBarrier.insert(n);
+    }
+    for (int n : part) {
+      if (!secondLevel(n)) continue;
+      int input = g.node(n).operands[0];
       if (!materialized.count(input)) {
         // A kernel output is stored where it belongs; otherwise into a scratch slot.
         int p = paramOf.count(input) ? paramOf[input]
                                      : addParam(-1, prog.scratchSlots++, g.node(input).type.dtype,
                                                 product(shapes[input]));
-        newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, {{input, p}});
-        materialized[input] = p;
+        std::vector<std::pair<int, int>> first{{input, p}};
+        for (int o : k.outputs)
+          if (o != input && std::binary_search(part.begin(), part.end(), o) &&
+              !materialized.count(o) && !afterBarrier.count(o))
+            first.emplace_back(o, paramOf[o]);
+        newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, first);
+        for (auto [node, param] : first) materialized[node] = param;
       }
       int target;
       if (paramOf.count(n)) {

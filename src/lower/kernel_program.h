@@ -26,6 +26,9 @@
 // - A second-level ("global") reduction needs a grid barrier. It is lowered as phase
 //   boundaries: phase A stores its operand (a row value) per row into an arena scratch buffer,
 //   phase B (one unit) reduces the scratch, and the later phases read the result from scratch.
+//   The first phase A also stores every output that no second-level reduction feeds, so a loss
+//   and a gradient beside it walk the rows once; an output computed from the reduced result
+//   walks them again in the last phase.
 // - Horizontally packed parts (independent sub-kernels) become separate phases too: phases run
 //   one after the other, which is always legal.
 //

@@ -13,6 +13,7 @@
 #include "fusion/plan_eval.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
+#include "lower/kernel_program.h"
 #include "passes/pipeline.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
@@ -67,6 +68,10 @@ const Expectation kOneKernel[] = {
     {"bias_gelu_residual.stitch", "bias_gelu_tanh"},
     {"batchnorm_relu.stitch", "batchnorm_relu"},
     {"adam_step.stitch", "adam_step"},
+    // Issue 14's training blocks: dropout drawn in the kernel, and cross-entropy forward with its
+    // backward (the loss through a grid barrier).
+    {"dropout_layer_norm_train.stitch", "dropout_residual_layer_norm"},
+    {"cross_entropy_train.stitch", "cross_entropy_train"},
     // Not the column reductions at N=4096 (column_reduction.stitch): priced on the launch the
     // emitter uses (lower/launch.h: one block per 32 columns, rows not split across blocks),
     // center_columns fuses into 32 blocks and batchnorm_train into 2 on 132 SMs, slower than
@@ -106,6 +111,81 @@ TEST(PlannerExamples, ColumnReductionsArePricedOnTheirTiles) {
   EXPECT_LE(c.time, c.unfusedTime);
   ASSERT_FALSE(c.cuts.empty());
   EXPECT_NE(c.cuts[0].reason.find("does not pay"), std::string::npos) << c.cuts[0].reason;
+}
+
+// Cross-entropy forward + backward over a 32000-word vocabulary (issue 14): the loss (a mean of
+// the rows' losses: a grid barrier) and the gradient plan into one kernel on every target. The
+// host runs a grid barrier as sequential phases and the GPU as a grid-stride cooperative kernel
+// or one launch per phase, so more blocks than fit at once is no reason to cut (it was: "only 2
+// of 8000 blocks fit on host"); and the fused kernel keeps the logits loaded once per walk
+// rather than holding log-softmax intermediates it recomputes (on sm_90 the model priced the
+// fused kernel at 3 walks of the logits from DRAM and kept 3 kernels).
+constexpr const char* kCrossEntropy = R"(
+graph ce(logits: f32[T, 32000], labels: i64[T, 1]) {
+  m = reduce_max(logits, axes=[1], keepdims=true)
+  d = sub(logits, m)
+  e = exp(d)
+  s = reduce_sum(e, axes=[1], keepdims=true)
+  ls = log(s)
+  lp = sub(d, ls)
+  cls = iota(shape=[T, 32000], axis=1, dtype=i64)
+  onehot = eq(cls, labels)
+  picked = select(onehot, lp, 0)
+  nll = reduce_sum(picked, axes=[1])
+  mn = reduce_mean(nll)
+  loss = neg(mn)
+  p = div(e, s)
+  oh = cast(onehot, to=f32)
+  g = sub(p, oh)
+  dl = div(g, 4096)
+  return loss, dl
+}
+)";
+
+TEST(PlannerExamples, CrossEntropyForwardBackwardIsOneKernel) {
+  ir::Graph g = ir::parseModule(kCrossEntropy, "ce.stitch").at(0);
+  ir::Graph opt = passes::runPasses(g);
+  const ir::Bindings b{{"T", 4096}};
+  const int64_t logits = int64_t{4096} * 32000 * 4;
+  for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
+    SCOPED_TRACE(target);
+    Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
+    ASSERT_EQ(p.kernels.size(), 1u) << explainText(opt, p);
+    const Kernel& k = p.kernels[0];
+    EXPECT_EQ(k.summary.gridSyncs, 1);
+    // One walk: the logits read once, the gradient written once.
+    EXPECT_LT(k.summary.bytesRead, logits + logits / 100);
+    EXPECT_LT(k.summary.bytesWritten, logits + logits / 100);
+    // The lowering agrees: one phase walks the logits (it also stores the gradient), then the
+    // barrier's phases.
+    lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
+    int logitsParam = -1;
+    for (size_t i = 0; i < prog.params.size(); ++i)
+      if (prog.params[i].value >= 0 && opt.node(prog.params[i].value).name == "logits")
+        logitsParam = static_cast<int>(i);
+    ASSERT_GE(logitsParam, 0);
+    int walks = 0;
+    for (const lower::Phase& ph : prog.phases)
+      for (int i = 0; i < ph.numInputs; ++i) walks += ph.buffers[static_cast<size_t>(i)] == logitsParam;
+    EXPECT_EQ(walks, 1) << lower::printProgram(prog);
+  }
+}
+
+// The training step with ignore_index (bench/cpu/graphs/cross_entropy_train.stitch, 4096 rows):
+// one kernel on the host. Its gradient divides by the count of valid labels, a second grid
+// barrier's result, so a kernel holding the count walks the logits twice, and the model says so.
+TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
+  std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/bench/cpu/graphs/cross_entropy_train.stitch");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ir::Graph opt = passes::runPasses(ir::parseModule(ss.str(), "cross_entropy_train.stitch").at(0));
+  Plan host = planGraph(opt, {}, *findProfile("host"), PlannerOptions{});
+  EXPECT_EQ(host.kernels.size(), 1u) << explainText(opt, host);
+  for (const char* target : {"sm_90", "sm_80", "gfx90a"}) {
+    Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
+    EXPECT_LE(p.kernels.size(), 2u) << target << "\n" << explainText(opt, p);
+    EXPECT_LT(p.time, p.unfusedTime / 4) << target;
+  }
 }
 
 TEST(PlannerExamples, BasicSplitsAtReductions) {
