@@ -11,6 +11,7 @@ Two front ends share one partitioner:
 Layout of the package, down the data flow:
 
     _compile (Dynamo/AOTAutograd entry)   _module (optimize, fx.symbolic_trace)
+          |  _random (dropout: Philox)         |
           |  _aten_ops (aten converters)       |  _fx_ops (torch-level converters)
           +----------------+-------------------+
                            v

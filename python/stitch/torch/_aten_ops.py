@@ -10,8 +10,11 @@ start, a constant) is Unsupported, so the node stays in PyTorch. Every converter
 checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
 costs a fallback, not a wrong answer.
 
-Random ops (``native_dropout``) stay in PyTorch, which draws the mask: the IR has no random op
-yet. Matmuls, convolutions, attention kernels, embeddings and anything unmapped stay too.
+Random numbers: _random rewrites training dropout into ``stitch::philox_seed`` (stays in PyTorch:
+it draws from PyTorch's generator) and ``stitch::philox_uniform`` (Stitch's ``random_uniform``).
+Indices: gather and scatter_add (one target per row) clamp an out-of-range index where PyTorch
+raises; nll_loss's label hits no class instead. Matmuls, convolutions, attention kernels,
+embeddings and anything unmapped stay in PyTorch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import torch
 import torch.fx as fx
 
 from ._builder import Builder
-from ._common import BIG, ConverterTable, Unsupported, arg, reduce_axes, tensor_meta
+from ._common import (BIG, STITCH_DTYPE, ConverterTable, Unsupported, arg, reduce_axes,
+                      tensor_meta)
+from ._random import philox_seed, philox_uniform
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -272,9 +277,30 @@ def _identity(b, n, _m):
 
 @_register(aten.native_dropout)
 def _dropout(b, n, _m):
-    p, train = arg(n, 1, "p"), arg(n, 2, "train")
-    raise Unsupported("random: PyTorch draws the dropout mask (the IR has no random op yet)"
-                      if train is not False and p > 0 else "dropout kept as PyTorch emits it")
+    # Training dropout with 0 < p < 1 never gets here: _random rewrote it into the ops below.
+    raise Unsupported("dropout kept as PyTorch emits it (eval mode, p = 0 or p = 1)")
+
+
+def _philox_seed(b, n, _m):
+    raise Unsupported("draws (seed, offset) from PyTorch's generator")
+
+
+def _philox_uniform(b, n, _m):
+    """Stitch's random_uniform, whose bits _random's eager implementation reproduces; the seed
+    operand is int64[2] (seed, offset) drawn by stitch::philox_seed."""
+    seed, size, dtype = n.args[0], n.args[1], n.args[2]
+    if dtype not in STITCH_DTYPE or not dtype.is_floating_point:
+        raise Unsupported("random_uniform of %s" % dtype)
+    s = b.val(seed)
+    half = [b.op("reshape", b.op("slice", s, starts=[i], ends=[i + 1]), shape=[])
+            for i in (0, 1)]
+    return b.op("random_uniform", half[0], half[1], shape=_shape_list(b, size),
+                dtype=STITCH_DTYPE[dtype])
+
+
+if philox_uniform is not None:  # PyTorch 2.4+ (see _random)
+    _register(philox_seed.overloadpacket)(_philox_seed)
+    _register(philox_uniform.overloadpacket)(_philox_uniform)
 
 
 # -- sources ----------------------------------------------------------------------------------
@@ -406,6 +432,178 @@ def _native_layer_norm(b, n, _m):
         y = b.op("add", y, b.operand(bias, dt))
     stat = b.out_meta(n, 1).dtype
     return [y, b.cast(mean, stat), b.cast(rstd, stat)]
+
+
+# -- losses -----------------------------------------------------------------------------------
+
+
+def _nll_hits(b: Builder, x: Any, target: Any, ignore_index: Any):
+    """(class axis, dims of x, hit, valid) for nll_loss over x ([N, C, ...] or [C]): hit[n, c] is
+    the one-hot of the label (eq(iota, label), so no gather is needed and the row reduction that
+    picks x at the label fuses with log_softmax), valid[n, 1] that the label is not
+    ignore_index. Both keep the class axis (size C, resp. 1) so they broadcast against x."""
+    xm, tm = tensor_meta(x), tensor_meta(target)
+    if xm is None or tm is None or tm.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("nll_loss operands")
+    ch = 1 if xm.rank >= 2 else 0
+    dims = list(xm.dims)
+    t = b.cast(b.val(target), torch.int64)
+    t = b.op("reshape", t, shape=dims[:ch] + [1] + dims[ch + 1:])
+    valid = b.op("ne", t, b.const(b.scalar(ignore_index), torch.int64))
+    classes = b.op("iota", shape=dims, axis=ch, dtype="i64")
+    hit = b.op("logical_and", b.op("eq", classes, t), valid)
+    return ch, dims, hit, valid
+
+
+def _class_weight(b: Builder, weight: Any, rank: int, ch: int, dims, dt: torch.dtype) -> int:
+    """weight [C] shaped to broadcast along the class axis of a rank-`rank` operand."""
+    shape = [1] * rank
+    shape[ch] = dims[ch]
+    return b.op("reshape", b.operand(weight, dt), shape=shape)
+
+
+@_register(aten.nll_loss_forward, aten.nll_loss2d_forward)
+def _nll_loss_forward(b, n, _m):
+    """(output, total_weight) as PyTorch defines them: output[n] = -w[t_n] * x[n, t_n], 0 where
+    t_n == ignore_index; total_weight = sum of w[t_n] over the labels not ignored (their count
+    without weights); reduction 1 (mean) divides the sum by total_weight (NaN when every label is
+    ignored, as in PyTorch), 2 sums, 0 keeps output per element (total_weight is then 0 for
+    batched input). A label outside [0, C) other than ignore_index hits no class and contributes
+    0 (PyTorch raises instead)."""
+    x, target, weight, reduction, ignore = (arg(n, i, k) for i, k in enumerate(
+        ("self", "target", "weight", "reduction", "ignore_index")))
+    dt = b.out_meta(n, 0).dtype
+    if not dt.is_floating_point or reduction not in (0, 1, 2):
+        raise Unsupported("nll_loss of this type")
+    ch, dims, hit, valid = _nll_hits(b, x, target, ignore)
+    rank = len(dims)
+    wx = b.operand(x, dt)
+    w = None
+    if weight is not None:
+        w = _class_weight(b, weight, rank, ch, dims, dt)
+        wx = b.op("mul", wx, w)
+    # Negated before the selection, as PyTorch negates the gathered value: an ignored label
+    # gives +0, not -0.
+    zero = b.const(0.0, dt)
+    picked = b.op("reduce_sum", b.op("select", hit, b.op("neg", wx), zero), axes=[ch])
+    if reduction == 0 and rank > 1:
+        return [picked, b.full([], 0.0, dt)]
+    if w is not None:
+        total = b.op("reduce_sum", b.op("select", hit, b.op("broadcast_to", w, shape=dims), zero))
+    else:
+        total = b.op("reduce_sum", b.cast(valid, dt))
+    if reduction == 0:
+        return [picked, total]
+    loss = b.op("reduce_sum", picked)
+    if reduction == 1:
+        loss = b.op("div", loss, total)
+    return [loss, total]
+
+
+@_register(aten.nll_loss_backward, aten.nll_loss2d_backward)
+def _nll_loss_backward(b, n, _m):
+    """grad_input = one_hot(t) * -(g * w[t]) (g / total_weight for mean), 0 on ignored labels;
+    PyTorch's formula (a scatter of -1 times the masked gradient), with the one-hot as
+    eq(iota, label) so it fuses with log_softmax's backward into softmax - one_hot."""
+    g, x, target, weight, reduction, ignore, total = (arg(n, i, k) for i, k in enumerate(
+        ("grad_output", "self", "target", "weight", "reduction", "ignore_index",
+         "total_weight")))
+    dt = _out(b, n)
+    if not dt.is_floating_point or reduction not in (0, 1, 2):
+        raise Unsupported("nll_loss backward of this type")
+    ch, dims, hit, valid = _nll_hits(b, x, target, ignore)
+    rank = len(dims)
+    gv = b.operand(g, dt)
+    if reduction == 1:
+        gv = b.op("div", gv, b.operand(total, dt))
+    if reduction == 0 and rank > 1:
+        gv = b.op("reshape", gv, shape=dims[:ch] + [1] + dims[ch + 1:])
+    if weight is not None:
+        gv = b.op("mul", gv, _class_weight(b, weight, rank, ch, dims, dt))
+    gv = b.op("select", valid, gv, b.const(0.0, dt))
+    return b.op("mul", b.op("select", hit, b.const(-1.0, dt), b.const(0.0, dt)), gv)
+
+
+# -- indexing and arg-reductions ---------------------------------------------------------------
+
+
+@_register(aten.gather)
+def _gather(b, n, _m):
+    """Take-along-axis: Stitch's gather. An index outside [0, n) is CLAMPED to the nearest end
+    (PyTorch raises instead); a correct program never sees the difference. PyTorch allows index
+    to be smaller than x on the other axes: x is then sliced to index's sizes first, as
+    PyTorch only reads those positions."""
+    x, dim, index = n.args[0], n.args[1], n.args[2]
+    xm, im = tensor_meta(x), tensor_meta(index)
+    if xm is None or im is None or xm.rank != im.rank or xm.rank == 0:
+        raise Unsupported("gather of these operands")
+    if im.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("gather index of dtype %s" % im.dtype)
+    axis = dim % xm.rank
+    xv = b.val(x)
+    ends = [BIG] * xm.rank
+    for d in range(xm.rank):
+        if d != axis and xm.dims[d] != im.dims[d]:
+            if not isinstance(im.dims[d], int):
+                raise Unsupported("gather index smaller than x on a symbolic axis")
+            ends[d] = im.dims[d]
+    if any(e != BIG for e in ends):
+        xv = b.op("slice", xv, starts=[0] * xm.rank, ends=ends)
+    return b.op("gather", xv, b.val(index), axis=axis)
+
+
+@_register(aten.scatter_add)
+def _scatter_add(b, n, _m):
+    """x + src scattered along `dim` at index, for an index of size 1 along dim (one target per
+    row: gather's backward when it picks one value per row, take_along_dim's): a one-hot select,
+    eq(iota, index), with no accumulation between sources. The index is clamped as gather's."""
+    x, dim, index, src = n.args[0], n.args[1], n.args[2], n.args[3]
+    xm, im, sm = tensor_meta(x), tensor_meta(index), tensor_meta(src)
+    if xm is None or im is None or sm is None or xm.rank != im.rank or xm.rank == 0:
+        raise Unsupported("scatter_add of these operands")
+    axis = dim % xm.rank
+    if im.dims[axis] != 1 or sm.dims != im.dims or any(
+            im.dims[d] != xm.dims[d] for d in range(xm.rank) if d != axis):
+        raise Unsupported("scatter_add other than one target per row")
+    if im.dtype not in (torch.int64, torch.int32):
+        raise Unsupported("scatter_add index of dtype %s" % im.dtype)
+    dt = _out(b, n)
+    size = xm.static_dim(axis) if isinstance(xm.dims[axis], int) else None
+    i = b.cast(b.val(index), torch.int64)
+    if size is None:
+        raise Unsupported("scatter_add along a symbolic axis")  # the clamp needs its size
+    i = b.op("minimum", b.op("maximum", i, b.const(0, torch.int64)),
+             b.const(size - 1, torch.int64))
+    hit = b.op("eq", b.op("iota", shape=list(xm.dims), axis=axis, dtype="i64"), i)
+    return b.op("add", b.operand(x, dt),
+                b.op("select", hit, b.operand(src, dt), b.const(0.0, dt)))
+
+
+@_register(aten.new_zeros, aten.new_ones)
+def _new_zeros(b, n, _m):
+    value = 1.0 if n.target.overloadpacket is aten.new_ones else 0.0
+    return b.full(_shape_list(b, n.args[1]), value, _out(b, n))
+
+
+def _arg_reduce(opname: str):
+    """argmax/argmin: i64 indices, the first on ties, the first NaN if any (PyTorch's rules);
+    dim=None is the index into the flattened tensor (keepdim then keeps every dim as 1)."""
+    def conv(b, n, _m):
+        x = n.args[0]
+        xm = tensor_meta(x)
+        if xm is None or xm.rank == 0:
+            raise Unsupported("%s of a scalar" % opname)
+        dim, keep = arg(n, 1, "dim"), bool(arg(n, 2, "keepdim", False))
+        xv = b.val(x)
+        if dim is not None:
+            return b.op(opname, xv, axis=dim % xm.rank, keepdims=keep)
+        i = b.op(opname, b.op("reshape", xv, shape=[-1]), axis=0, keepdims=False)
+        return b.op("reshape", i, shape=[1] * xm.rank) if keep else i
+    return conv
+
+
+_register(aten.argmax)(_arg_reduce("argmax"))
+_register(aten.argmin)(_arg_reduce("argmin"))
 
 
 # -- layout -----------------------------------------------------------------------------------

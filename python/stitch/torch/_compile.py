@@ -38,6 +38,7 @@ import torch.fx as fx
 from ._aten_ops import TABLE
 from ._common import TensorMeta, dense_order, disabled
 from ._partition import Dialect, Partitioner
+from ._random import rewrite_random
 from ._report import CompileReport, GraphReport, new_compile_report
 
 log = logging.getLogger("stitch.torch")
@@ -100,6 +101,8 @@ class _Symbols:
             return int(expr)
         name = self.names.get(expr)
         if name is None:
+            name = self._equal_name(expr)
+        if name is None:
             name = str(expr) if expr.is_Symbol and str(expr).isidentifier() else \
                 "e%d" % next(self.fresh)
             self.names[expr] = name
@@ -107,6 +110,21 @@ class _Symbols:
             if hint >= 0:  # an unbacked size has no hint: the report then counts no kernels
                 self.sizes[name] = hint
         return name
+
+    def _equal_name(self, expr: Any) -> Any:
+        """The name of an expression already named that the shape environment proves equal to
+        expr (``s72*(s56 + s70 - 1)`` and ``s72*(s70 - 1)`` in Llama's loss, where the guards
+        pin s56): one Stitch symbol for both, so the logits and the labels of nll_loss agree."""
+        if self.shape_env is None:
+            return None
+        import sympy
+        for known, name in self.names.items():
+            try:
+                if self.shape_env._maybe_evaluate_static(sympy.Eq(expr, known)) is sympy.true:
+                    return name
+            except Exception:  # a private API: without it, distinct names (a fallback at worst)
+                return None
+        return None
 
     def hint(self, d: Any) -> int:
         if isinstance(d, int):
@@ -146,6 +164,8 @@ def _shape_env(gm: fx.GraphModule):
 
 def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
     """Partitions one aten graph into Stitch pieces and PyTorch ops."""
+    if report.kind == "inference":
+        rewrite_random(gm, recompute=False)  # a joint graph's were rewritten before partition()
     syms = _Symbols(_shape_env(gm))
     for n in gm.graph.nodes:
         n.meta["stitch"] = syms.meta(n.meta.get("val"))
@@ -167,8 +187,11 @@ def partition(joint: fx.GraphModule, joint_inputs, **kwargs):
     """AOTAutograd's split of the joint graph: ``min_cut_rematerialization_partition`` after
     dropping the joint graph's ``detach`` nodes (autograd's marks on values the backward reads;
     in a graph that already holds the backward they change no value), which the min-cut would
-    otherwise not recompute through, saving the activations after every tanh or sigmoid."""
+    otherwise not recompute through, saving the activations after every tanh or sigmoid; and
+    after rewriting dropout into a saved seed and uniform numbers the backward recomputes
+    (_random)."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
+    rewrite_random(joint, recompute=True)
     for n in list(joint.graph.nodes):
         if n.op == "call_function" and n.target in (aten.detach.default, aten.alias.default) \
                 and isinstance(n.args[0], fx.Node):

@@ -47,6 +47,15 @@ torch.manual_seed(0)
 X = torch.randn(4, 6, 8)
 Y = torch.randn(4, 6, 8)
 W = torch.rand(8) + 0.5
+LOGITS = torch.randn(12, 10)
+LABELS = torch.randint(0, 10, (12,))
+LABELS[[2, 7]] = -100
+LABELS[5] = 3
+CLASS_W = torch.rand(10) + 0.1  # a constant of the function: nll_loss has no weight gradient
+PICK = torch.randint(0, 8, (4, 6, 1))
+PICK3 = torch.randint(0, 6, (4, 6, 8))
+NLL = ["aten._log_softmax", "aten.nll_loss_forward", "aten.nll_loss_backward",
+       "aten._log_softmax_backward_data"]
 
 CASES = {
     "binary": (lambda x, y: (x + y * 2 - x / (y.abs() + 1)) * 0.5, [X, Y],
@@ -97,6 +106,33 @@ CASES = {
     "select": (lambda x: (x[:, 2] + x[:, 3]).exp(), [X], ["aten.select"]),
     "casts": (lambda x: (x.to(torch.float64) * 3).to(torch.float32)
               + x.half().float() + x.bfloat16().float(), [X], ["aten._to_copy"]),
+    # Cross-entropy: log_softmax and nll_loss in one piece, their backward in another; labels
+    # include ignored ones (the default -100, or a class index as ignore_index).
+    "cross_entropy": (lambda x, t: F.cross_entropy(x, t), [LOGITS, LABELS], NLL),
+    "cross_entropy_weighted_sum": (
+        lambda x, t: F.cross_entropy(x, t, weight=CLASS_W, ignore_index=3, reduction="sum"),
+        [LOGITS, LABELS.clamp(min=0)], NLL),
+    "cross_entropy_weighted_mean": (
+        lambda x, t: F.cross_entropy(x, t, weight=CLASS_W, ignore_index=3),
+        [LOGITS, LABELS.clamp(min=0)], NLL),
+    "nll_loss_none": (lambda x, t: F.nll_loss(F.log_softmax(x * 2, -1), t, weight=CLASS_W,
+                                              reduction="none"), [LOGITS, LABELS], NLL),
+    "nll_loss_1d": (lambda x, t: F.nll_loss(F.log_softmax(x, 0), t), [LOGITS[0], LABELS[1]],
+                    NLL),
+    "cross_entropy_2d": (lambda x, t: F.cross_entropy(x, t, ignore_index=1),
+                         [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
+                         ["aten.nll_loss2d_forward", "aten.nll_loss2d_backward"]),
+    # gather picking one value per row: its backward is a scatter_add Stitch maps too.
+    "gather_one": (lambda x, i: torch.gather(x.exp(), -1, i) * 2, [X, PICK],
+                   ["aten.gather", "aten.scatter_add", "aten.new_zeros"]),
+    "gather_many": (lambda x, i: torch.gather(x.exp(), 1, i).sin(), [X, PICK3],
+                    ["aten.gather"]),
+    "gather_smaller_index": (lambda x, i: torch.gather(x * 3, 2, i), [X, PICK3[:3, :4]],
+                             ["aten.gather"]),
+    "cross_entropy_2d_none": (lambda x, t: F.cross_entropy(x, t, weight=CLASS_W,
+                                                           reduction="none"),
+                              [torch.randn(2, 10, 3, 4), torch.randint(0, 10, (2, 3, 4))],
+                              ["aten.nll_loss2d_forward", "aten.nll_loss2d_backward"]),
 }
 
 
@@ -142,27 +178,6 @@ def test_unmapped_op_falls_back_with_a_reason():
     assert "aten.cumsum" in str(r) and "no Stitch mapping" in str(r)
 
 
-def test_dropout_falls_back_and_training_matches_with_the_same_seed():
-    def f(x):
-        return F.dropout(torch.tanh(x), p=0.4, training=True) * 3
-    torch._dynamo.reset()
-    st.clear_reports()
-    compiled = torch.compile(f, backend="stitch")
-    a, b = X.clone().requires_grad_(), X.clone().requires_grad_()
-    torch.manual_seed(7)
-    ya = compiled(a)
-    torch.manual_seed(7)
-    yb = f(b)
-    torch.testing.assert_close(ya, yb)
-    ya.sum().backward()
-    yb.sum().backward()
-    torch.testing.assert_close(a.grad, b.grad)
-    r = st.last_report()
-    assert any(fb["op"] == "aten.native_dropout" and "random" in fb["reason"]
-               for fb in r.fallbacks)
-    assert "aten.tanh" in r.replaced()
-
-
 def test_the_forward_saves_inputs_and_the_backward_recomputes_elementwise_values():
     """The min-cut partition: a chain of elementwise ops saves only its input and its output
     (which the forward writes anyway) for the backward; the intermediates are recomputed there,
@@ -174,3 +189,47 @@ def test_the_forward_saves_inputs_and_the_backward_recomputes_elementwise_values
     bw = r.graph("backward")
     assert bw.saved_tensors == 2, str(r)
     assert "aten.tanh" in bw.replaced() and "aten.exp" in bw.replaced(), str(r)
+
+
+def test_cross_entropy_with_symbolic_sizes_and_every_label_ignored():
+    """dynamic=True: the number of rows is a symbol, a second size reuses the program; a batch
+    whose labels are all ignored gives PyTorch's mean, 0/0 = NaN (and the sum 0)."""
+    _check(lambda x, t: F.cross_entropy(x, t, ignore_index=3), [LOGITS, LABELS.clamp(min=0)],
+           NLL, dynamic=True)
+    for reduction in ("mean", "sum"):
+        def f(x, t):
+            return F.cross_entropy(x, t, ignore_index=3, reduction=reduction)
+        compiled = torch.compile(f, backend="stitch", dynamic=True)
+        with torch.no_grad():
+            for rows in (5, 17):
+                x, t = torch.randn(rows, 10), torch.randint(0, 10, (rows,))
+                torch.testing.assert_close(compiled(x, t), f(x, t), rtol=1e-4, atol=1e-5)
+            ignored = torch.full((7,), 3)
+            got, want = compiled(LOGITS[:7], ignored), f(LOGITS[:7], ignored)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert want.isnan().item() == (reduction == "mean")
+        assert not st.last_report().runtime_fallbacks
+
+
+def test_argmax_argmin():
+    """dim, keepdim, dim=None (the flattened index, keepdim giving all-ones dims); ties give the
+    first index and a NaN in a row its first NaN's index, as in PyTorch."""
+    def f(x):
+        return (x.argmax(-1), x.argmin(1, keepdim=True), x.argmax(), x.argmin(keepdim=True),
+                torch.argmax(x * 2, 0))
+    ties = torch.randint(0, 3, (4, 6, 8)).float()
+    ties[1, 2, 5] = ties[2, 0, 0] = ties[2, 0, 7] = float("nan")
+    for x in (X, ties):
+        _check(f, [x], ["aten.argmax", "aten.argmin"], grad=False)
+
+
+def test_gather_clamps_an_index_out_of_range():
+    """Where PyTorch raises, Stitch clamps the index to the nearest end (documented)."""
+    def f(x, i):
+        return torch.gather(x * 2, 1, i)
+    i = torch.tensor([[0, -3], [9, 2]])
+    x = torch.randn(2, 4)
+    with pytest.raises(RuntimeError):
+        f(x, i)
+    got = torch.compile(f, backend="stitch")(x, i)
+    torch.testing.assert_close(got, f(x, i.clamp(0, 3)))

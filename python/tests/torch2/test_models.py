@@ -53,7 +53,10 @@ def t5_encoder():
 LAYER_NORM = ["aten.native_layer_norm"], ["aten.native_layer_norm_backward"]
 RMS_NORM = ["aten.pow", "aten.mean", "aten.rsqrt"], ["aten.pow"]
 SOFTMAX = ["aten._softmax"], ["aten._softmax_backward_data"]
-LOSS = ["aten._log_softmax"], ["aten._log_softmax_backward_data"]
+# The LM loss (cross-entropy over the vocabulary, labels -100 on padding): log_softmax and the
+# one-hot nll_loss fuse into one piece, their backward into another.
+LOSS = (["aten._log_softmax", "aten.nll_loss_forward"],
+        ["aten._log_softmax_backward_data", "aten.nll_loss_backward"])
 MODELS = {
     "gpt2": (gpt2, True, [LAYER_NORM, SOFTMAX, (["aten.tanh"], ["aten.tanh_backward"])]),
     "bert": (bert, True, [LAYER_NORM, SOFTMAX, (["aten.gelu"], ["aten.gelu_backward"])]),
@@ -106,3 +109,48 @@ def test_training_matches_eager(name, dynamic):
     harness.expect_in_stitch(forward=[op for fw, _ in parts for op in fw],
                              backward=[op for _, bw in parts for op in bw])
     harness.expect_no_runtime_fallbacks()
+
+
+def philox_dropout(x, p=0.5, training=True, inplace=False):
+    """F.dropout as the stitch backend computes it (its seed draw, its Philox numbers): an eager
+    model using it draws the masks a compiled one draws after the same torch.manual_seed."""
+    from stitch.torch import _random
+    if not training or not 0.0 < p < 1.0:
+        return x if p < 1.0 or not training else x * 0.0
+    seed = torch.ops.stitch.philox_seed(x.device, 0)
+    keep = _random.uniform(seed, list(x.shape), torch.float32) >= p
+    return x * keep * (1.0 / (1.0 - p))
+
+
+@harness.needs_stitch
+@DYNAMIC
+def test_gpt2_training_with_dropout(dynamic, monkeypatch):
+    """GPT-2 with every dropout at 0.1: the compiled training step against an eager one whose
+    dropout draws the same Philox masks (the backend's numbers are not PyTorch's own stream, so
+    plain eager agrees in distribution only: test_blocks checks that); losses, gradients and
+    updates must agree. The dropout masks, forward and backward, and the loss run in Stitch."""
+    def model():
+        torch.manual_seed(0)
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=VOCAB, n_positions=32, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.1,
+            embd_pdrop=0.1, attn_pdrop=0.1, use_cache=False, attn_implementation="eager"))
+
+    def loss_of(m, b):
+        torch.manual_seed(1234)  # the same draws for the eager and the compiled call
+        if isinstance(m, torch._dynamo.eval_frame.OptimizedModule):
+            return m(**b).loss
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.nn.functional, "dropout", philox_dropout)
+            return m(**b).loss
+
+    batches = [batch(b, s, seed) for seed, (b, s) in enumerate(SHAPES)]
+    harness.check_training(model(), batches, loss_of, dynamic=dynamic)
+    harness.expect_in_stitch(forward=["aten.native_dropout", "aten.nll_loss_forward"],
+                             backward=["aten.native_dropout_backward", "aten.nll_loss_backward"])
+    harness.expect_no_runtime_fallbacks()
+    # Every mask's random numbers are drawn inside a Stitch piece, forward and backward.
+    for kind in ("forward", "backward"):
+        graphs = [g for r in harness.reports() for g in r.graphs if g.kind == kind]
+        assert any("stitch.philox_uniform" in g.replaced() for g in graphs), harness.describe()
+        assert not any(fb["op"] == "stitch.philox_uniform" for g in graphs
+                       for fb in g.fallbacks), harness.describe()
