@@ -45,8 +45,8 @@
 // striding over the rest (runtime/gpu/gpu_kernels.h), or one launch per phase where cooperative
 // launch is unavailable (HIP 5.2); the host runs the phases one after another on its pool
 // (lower/kernel_program.h). So a barrier costs gridSyncTime whatever the grid. (Refusing grids
-// past residency cut every loss over a large tensor into two kernels: issue 14.) A summary with no blocks, no threads or
-// negative counts is a bug in the caller and throws an internal error.
+// past residency cut every loss over a large tensor into two kernels: issue 14.) A summary with no
+// blocks, no threads or negative counts is a bug in the caller and throws an internal error.
 #pragma once
 
 #include <cstdint>

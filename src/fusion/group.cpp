@@ -439,8 +439,7 @@ void Analyzer::countWork(Kernel& k) {
   };
   std::vector<Reads> external;
   for (int n : k.nodes) {
-    if (place(n) == Place::Elem && need[pos(n)] > stage(n))
-      recomputed[pos(n)] = true;
+    if (place(n) == Place::Elem && need[pos(n)] > stage(n)) recomputed[pos(n)] = true;
     int last = ctx_.kinds[n] == OpKind::Reduce ? stage(n) : need[pos(n)];
     for (int o : g.node(n).operands) {
       if (in(o) || ctx_.kinds[o] == OpKind::Source) continue;

@@ -287,8 +287,8 @@ TEST(CostModel, GridBarrierCostsTheSameAtAnyGrid) {
     k.threadsPerBlock = std::min(256, hw.maxThreadsPerBlock);
     k.gridSyncs = 2;
     const int64_t capacity =
-        int64_t{hw.processors} * std::min<int64_t>(hw.maxBlocksPerProcessor,
-                                                   hw.maxThreadsPerProcessor / k.threadsPerBlock);
+        int64_t{hw.processors} *
+        std::min<int64_t>(hw.maxBlocksPerProcessor, hw.maxThreadsPerProcessor / k.threadsPerBlock);
     for (int64_t blocks : {int64_t{hw.processors}, capacity, capacity + 1, 30 * capacity}) {
       k.blocks = blocks;
       const KernelCost c = estimateKernel(k, hw);

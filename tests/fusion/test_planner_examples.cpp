@@ -84,6 +84,22 @@ const ir::Graph& find(const std::vector<ir::Graph>& gs, const std::string& name)
   throw std::runtime_error("no graph " + name);
 }
 
+// Seeded inputs for opt under b, encoded for evaluatePlan, and the reference's answer.
+struct EncodedInputs {
+  EncodedInputs(const ir::Graph& opt, const ir::Bindings& b) : inputs(st::randomInputs(opt, b, 7)) {
+    for (const auto& t : inputs) {
+      bufs.emplace_back(static_cast<size_t>(t.numel() * ir::dtypeBytes(t.dtype)));
+      reference::encode(t, {t.dtype, t.shape, bufs.back().data()});
+      views.push_back({t.dtype, t.shape, bufs.back().data()});
+    }
+    want = st::evaluateReference(opt, inputs);
+  }
+  std::vector<reference::HostTensor> inputs;  // the views' shapes point into these
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<reference::TensorView> views;
+  std::vector<reference::HostTensor> want;
+};
+
 TEST(PlannerExamples, StitchMakesOneKernel) {
   for (const Expectation& e : kOneKernel) {
     std::vector<ir::Graph> gs = example(e.file);
@@ -249,15 +265,9 @@ TEST(PlannerExamples, TrainingGraphsAtSmallSizesOnEveryTarget) {
     for (int64_t t : {1, 2, 3, 5, 64}) {
       ir::Bindings b;
       for (const std::string& sym : opt.symbols()) b[sym] = t;
-      std::vector<reference::HostTensor> inputs = st::randomInputs(opt, b, 7);
-      std::vector<std::vector<uint8_t>> bufs;
-      std::vector<reference::TensorView> views;
-      for (const auto& x : inputs) {
-        bufs.emplace_back(static_cast<size_t>(x.numel() * ir::dtypeBytes(x.dtype)));
-        reference::encode(x, {x.dtype, x.shape, bufs.back().data()});
-        views.push_back({x.dtype, x.shape, bufs.back().data()});
-      }
-      std::vector<reference::HostTensor> want = st::evaluateReference(opt, inputs);
+      EncodedInputs in(opt, b);
+      const std::vector<reference::HostTensor>& want = in.want;
+      const std::vector<reference::TensorView>& views = in.views;
       for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
         Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
         EXPECT_EQ(st::compareOutputs(want, evaluatePlan(opt, p, views), 1e-6), "")
@@ -277,15 +287,9 @@ TEST(PlannerExamples, EveryExamplePlanRunsToTheUnfusedAnswer) {
       // Small sizes: the reference evaluates every kernel.
       ir::Bindings b;
       for (const std::string& s : g.symbols()) b[s] = 2;
-      std::vector<reference::HostTensor> inputs = st::randomInputs(opt, b, 7);
-      std::vector<std::vector<uint8_t>> bufs;
-      std::vector<reference::TensorView> views;
-      for (const auto& t : inputs) {
-        bufs.emplace_back(static_cast<size_t>(t.numel() * ir::dtypeBytes(t.dtype)));
-        reference::encode(t, {t.dtype, t.shape, bufs.back().data()});
-        views.push_back({t.dtype, t.shape, bufs.back().data()});
-      }
-      std::vector<reference::HostTensor> want = st::evaluateReference(opt, inputs);
+      EncodedInputs in(opt, b);
+      const std::vector<reference::HostTensor>& want = in.want;
+      const std::vector<reference::TensorView>& views = in.views;
       for (Mode mode : {Mode::Stitch, Mode::Basic, Mode::Off}) {
         PlannerOptions o;
         o.mode = mode;
