@@ -45,14 +45,8 @@ SlotPlan planSlots(std::span<const SlotStep> steps, std::span<const int> externa
   std::vector<int64_t> bytes(numKeys, 0);
   for (int si = 0; si < static_cast<int>(steps.size()); ++si) {
     const auto& k = steps[static_cast<size_t>(si)];
-    for (const auto& b : k.reads) {
-      int key = keyOf(b);
-      if (key < 0) continue;
-      STITCH_INTERNAL(first[static_cast<size_t>(key)] >= 0,
-                      "step {} reads {} {} before any step writes it", si,
-                      b.value >= 0 ? "value" : "scratch", b.value >= 0 ? b.value : b.scratch);
-      last[static_cast<size_t>(key)] = si;
-    }
+    // Writes first: a step may read what it writes itself (column partials are read back by
+    // later units of the worker that stored them: lower/column_partials.h).
     for (const auto& b : k.writes) {
       int key = keyOf(b);
       if (key < 0) continue;
@@ -63,6 +57,14 @@ SlotPlan planSlots(std::span<const SlotStep> steps, std::span<const int> externa
       STITCH_INTERNAL(size.has_value(), "step {} writes {} elements of {}, past the size limit", si,
                       b.elements, ir::dtypeName(b.dtype));
       bytes[i] = std::max(bytes[i], *size);
+    }
+    for (const auto& b : k.reads) {
+      int key = keyOf(b);
+      if (key < 0) continue;
+      STITCH_INTERNAL(first[static_cast<size_t>(key)] >= 0,
+                      "step {} reads {} {} before any step writes it", si,
+                      b.value >= 0 ? "value" : "scratch", b.value >= 0 ? b.value : b.scratch);
+      last[static_cast<size_t>(key)] = si;
     }
   }
 

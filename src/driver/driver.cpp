@@ -89,8 +89,10 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
   for (size_t i = 0; i < p.phases.size(); ++i) {
     rt::EntryPoint e;
     e.symbol = fmt::format("{}_{}", prefix, i);
-    e.units = p.phases[i].units;
-    e.grain = p.phases[i].grain;
+    // A phase with workers runs worker ranges, each worker its own units in order
+    // (kernel_program.h); the host function's [begin, end) is then a range of workers.
+    e.units = p.phases[i].workers ? p.phases[i].workers : p.phases[i].units;
+    e.grain = p.phases[i].workers ? 1 : p.phases[i].grain;
     code.phases.push_back(std::move(e));
   }
   return code;

@@ -6,6 +6,7 @@
 
 #include "fusion/cost_model.h"
 #include "ir/signature.h"
+#include "lower/column_partials.h"
 #include "lower/kernel_program.h"
 #include "lower/launch.h"
 #include "support/checked.h"
@@ -63,7 +64,9 @@ bool PlanContext::needsKernel(int node) const {
 namespace {
 
 // How a value sits in the kernel's domain (see group.h).
-enum class Place { Elem, Row, Partial, Global };
+// Column: a float sum or mean of a domain value over the kept axes in a row kernel, carried as
+// per-worker column partials and a combine phase (lower/column_partials.h).
+enum class Place { Elem, Row, Partial, Global, Column };
 
 std::string shapeText(std::span<const int64_t> s) {
   std::string out = "[";
@@ -112,6 +115,7 @@ class Analyzer {
   }
   const std::string& name(int n) const { return ctx_.graph.node(n).name; }
   bool chooseDomain();
+  bool isColumnReduction(int n) const;
   bool placeNodes();
   bool placeValue(int n);
   void layOut(Kernel& k);
@@ -134,11 +138,16 @@ class Analyzer {
 };
 
 bool Analyzer::chooseDomain() {
+  // The reduction with the largest input; of equal ones a row reduction, so that column
+  // reductions of the same data are carried beside it as column partials (lowering picks alike).
   int64_t best = -1;
+  bool bestRow = false;
   for (int n : nodes_) {
     if (ctx_.kinds[n] != OpKind::Reduce) continue;
-    int64_t size = ctx_.numel[ctx_.graph.node(n).operands[0]];
-    if (size > best) best = size, dominant_ = n;
+    const ir::Node& r = ctx_.graph.node(n);
+    int64_t size = ctx_.numel[r.operands[0]];
+    bool row = reduceKind(ctx_.shapes[r.operands[0]], r.attrs.getInts("axes")) == ReduceKind::Row;
+    if (size > best || (size == best && row && !bestRow)) best = size, bestRow = row, dominant_ = n;
   }
   if (dominant_ >= 0) {
     const ir::Node& d = ctx_.graph.node(dominant_);
@@ -231,6 +240,21 @@ bool Analyzer::placeValue(int n) {
   });
 }
 
+// A float sum or mean of a domain-shaped value over exactly the kept axes of a row kernel: the
+// form lower/kernel_program.cpp carries as column partials.
+bool Analyzer::isColumnReduction(int n) const {
+  const ir::Node& node = ctx_.graph.node(n);
+  if (kind_ != MappingKind::RowReduce || !ir::isFloat(node.type.dtype) ||
+      (node.op != OpCode::ReduceSum && node.op != OpCode::ReduceMean) ||
+      ctx_.shapes[node.operands[0]] != domain_)
+    return false;
+  std::vector<bool> mask(domain_.size(), false);
+  for (int64_t a : node.attrs.getInts("axes")) mask[static_cast<size_t>(a)] = true;
+  for (size_t a = 0; a < domain_.size(); ++a)
+    if (domain_[a] != 1 && mask[a] == reduced_[a]) return false;
+  return true;
+}
+
 bool Analyzer::placeNodes() {
   const ir::Node& dom = ctx_.graph.node(dominant_);
   for (int n : nodes_) {
@@ -273,6 +297,21 @@ bool Analyzer::placeNodes() {
                              name(input));
         });
       place(n) = Place::Row;
+      continue;
+    }
+    // A column reduction beside a row reduction of the same domain (lower/column_partials.h).
+    if (isColumnReduction(n)) {
+      if (ctx_.mode != Mode::Stitch)
+        return fail([&] {
+          return fmt::format("{} mode does not stitch a column reduction into a row kernel",
+                             modeName(ctx_.mode));
+        });
+      if (in(input) && place(input) != Place::Elem)
+        return fail([&] {
+          return fmt::format("{} reduces {}, which is not one value per element", node.name,
+                             name(input));
+        });
+      place(n) = Place::Column;
       continue;
     }
     // A second-level reduction: every row's value combined into one (a grid barrier).
@@ -459,18 +498,41 @@ void Analyzer::countWork(Kernel& k) {
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
   for (int o : k.outputs) s.bytesWritten = saturatingAdd(s.bytesWritten, ctx_.bytes[o]);
-  // An output per element computed from a grid barrier's result is made by a second walk over
-  // the rows after it (lower/kernel_program.h): the element-sized inputs are read again.
+  // Column partials: written by the rows phase and read by the combine phase, once each.
+  for (int n : k.nodes) {
+    if (place(n) != Place::Column) continue;
+    const lower::LaunchTarget target = lower::launchTarget(ctx_.hw);
+    const int64_t workers =
+        lower::columnPartialWorkers(rows_, rowLength_, ctx_.hw.isGpu ? &target : nullptr);
+    const int64_t partial =
+        saturatingMul(saturatingMul(workers, rowLength_),
+                      ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype)));
+    s.bytesRead = saturatingAdd(s.bytesRead, partial);
+    s.bytesWritten = saturatingAdd(s.bytesWritten, partial);
+  }
+  // An output per element computed from a grid barrier's result is stored by the walk of the
+  // next barrier's phase A, or, after the last barrier, by a second walk over the rows
+  // (lower/kernel_program.h): then the element-sized inputs are read again.
   std::vector<bool> after(nodes_.size(), false);  // computed from a grid barrier's result
   if (hasGlobalReduce_) {
     bool rewalk = false;
+    int lastGlobal = -1;
+    for (int n : k.nodes)
+      if (place(n) == Place::Global) lastGlobal = std::max(lastGlobal, n);
+    std::vector<int> needs(nodes_.size(), -1);  // the last barrier each value needs
     for (int n : k.nodes) {
       bool a = place(n) == Place::Global;
-      for (int o : g.node(n).operands) a = a || (in(o) && after[pos(o)]);
+      int last = a ? n : -1;
+      for (int o : g.node(n).operands)
+        if (in(o)) {
+          a = a || after[pos(o)];
+          last = std::max(last, needs[pos(o)]);
+        }
       after[pos(n)] = a;
+      needs[pos(n)] = last;
       bool escapes = ctx_.isOutput[n];
       for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
-      rewalk = rewalk || (a && escapes && place(n) == Place::Elem);
+      rewalk = rewalk || (a && escapes && place(n) == Place::Elem && last == lastGlobal);
     }
     if (rewalk)
       for (const Reads& r : external)
@@ -494,7 +556,8 @@ void Analyzer::countWork(Kernel& k) {
         work = ctx_.numel[n];
         extra = std::max<int64_t>(0, domain - ctx_.numel[n]);
         break;
-      case Place::Global: work = ctx_.numel[g.node(n).operands[0]]; break;
+      case Place::Global:
+      case Place::Column: work = ctx_.numel[g.node(n).operands[0]]; break;
     }
     switch (kind) {
       case OpKind::Cheap:
@@ -591,6 +654,13 @@ bool Analyzer::run(Kernel& k) {
                       [&](const Edge& e) { return e.producer == p; }))
         continue;
       Edge e{p, c, Scheme::Local, false};
+      if (place(p) == Place::Column)
+        return fail([&] {
+          return fmt::format(
+              "{} is a column reduction carried as per-worker partials: it is complete only after "
+              "the kernel, so {} cannot use it inside",
+              name(p), name(c));
+        });
       if (ctx_.kinds[p] == OpKind::Reduce) {
         if (ctx_.mode == Mode::Basic)
           return fail([&] {

@@ -17,7 +17,9 @@
 #include <set>
 #include <tuple>
 
+#include "fusion/op_class.h"
 #include "ir/signature.h"
+#include "lower/column_partials.h"
 #include "lower/launch.h"
 #include "lower/split_rows.h"
 #include "support/checked.h"
@@ -87,6 +89,12 @@ class PhaseBuilder {
 
   // Builds the phase: domain, reduced axes, the values to store (node, program param).
   void build(const std::vector<std::pair<int, int>>& stores);
+  // Column reductions of the domain (node, partials param) the rows phase carries as per-worker
+  // partials over `workers` workers (lower/column_partials.h). Before build.
+  void carryColumns(std::vector<std::pair<int, int>> columns, int64_t workers) {
+    columns_ = std::move(columns);
+    workers_ = workers;
+  }
 
   std::vector<int> inputParams;   // program params read, by position
   std::vector<int> outputParams;  // program params written, by position
@@ -153,6 +161,8 @@ class PhaseBuilder {
   std::vector<Scope> scopes_;
   std::map<int, int> accOf_;  // row reduction node -> accumulator
   int unit_ = -1;
+  std::vector<std::pair<int, int>> columns_;
+  int64_t workers_ = 0;
 };
 
 int PhaseBuilder::add(Inst in) {
@@ -558,6 +568,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       return dp;
     };
     for (auto [node, param] : stores) depthOf(node);
+    for (auto [node, param] : columns_) depthOf(g_.node(node).operands[0]);
     std::sort(rowReds.begin(), rowReds.end());
     int stages = 0;
     for (int r : rowReds) {
@@ -603,7 +614,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       }
       store(param, g_.node(node).type.dtype, idx.flat, value(node, idx));
     }
-    if (!elemStores.empty()) {
+    if (!elemStores.empty() || !columns_.empty()) {
       push(&ph_.elems);
       Index k{kindOnly(InstKind::LoopIndex), {}, false};
       Index pos = positionAt(coordsOf(k, redDims));
@@ -611,6 +622,20 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
         bool perElem;
         Index idx = fromDomain(node, pos, &perElem);
         store(param, g_.node(node).type.dtype, idx.flat, value(node, idx));
+      }
+      // Column partials: partial[w, k] = (first unit of worker w ? 0 : partial[w, k]) + x.
+      if (!columns_.empty()) {
+        ph_.workers = workers_;
+        int first = op(OpCode::Lt, ir::DType::Bool, unit_, constI(workers_));
+        int at = iadd(imulc(iremc(unit_, workers_), ph_.rowLength), k.flat);
+        for (auto [node, param] : columns_) {
+          int input = g_.node(node).operands[0];
+          ir::DType t = partialDType(g_.node(node).type.dtype);
+          int x = value(input, pos);
+          if (g_.node(input).type.dtype != t) x = op(OpCode::Cast, t, x);
+          int sum = op(OpCode::Add, t, load(param, t, at), x);
+          store(param, t, at, op(OpCode::Select, t, first, x, sum));
+        }
       }
       pop();
     }
@@ -626,8 +651,10 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
   ph_.levels.elementsPerThread = ph_.reduce ? ph_.rowLength : ph_.chunk;
 }
 
-// Connected parts of the kernel's nodes (producer->consumer edges inside the kernel).
-std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& nodes) {
+// Connected parts of the kernel's nodes (producer->consumer edges inside the kernel, and the
+// extra `links`).
+std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& nodes,
+                                    const std::vector<std::pair<int, int>>& links) {
   std::map<int, int> parent;
   for (int n : nodes) parent[n] = n;
   std::function<int(int)> find = [&](int x) {
@@ -636,6 +663,7 @@ std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& 
   for (int n : nodes)
     for (int o : g.node(n).operands)
       if (parent.count(o)) parent[find(o)] = find(n);
+  for (auto [a, b] : links) parent[find(a)] = find(b);
   std::map<int, std::vector<int>> groups;
   for (int n : nodes) groups[find(n)].push_back(n);
   std::vector<std::vector<int>> out;
@@ -691,27 +719,60 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
   };
   // The dominant op of a set of nodes, as the group analysis picks it: the largest reduction,
   // else the largest op; the domain is its operand's shape (its own for an op).
+  // Of reductions with the largest input, a row reduction first (as the group analysis: column
+  // reductions beside it are carried as column partials).
   auto domainOf = [&](const std::vector<int>& nodes, Dims& domain, std::vector<bool>& reduced) {
     int dominant = -1;
     int64_t best = -1;
-    for (int n : nodes)
-      if (isReduce(g.node(n).op) && count(n) != 1 && product(shapes[g.node(n).operands[0]]) > best)
-        best = product(shapes[g.node(n).operands[0]]), dominant = n;
+    bool bestRow = false;
+    for (int n : nodes) {
+      if (!isReduce(g.node(n).op) || count(n) == 1) continue;
+      const Dims& in = shapes[g.node(n).operands[0]];
+      int64_t size = product(in);
+      bool row = fusion::reduceKind(in, g.node(n).attrs.getInts("axes")) == fusion::ReduceKind::Row;
+      if (size > best || (size == best && row && !bestRow))
+        best = size, bestRow = row, dominant = n;
+    }
     if (dominant >= 0) {
       domain = shapes[g.node(dominant).operands[0]];
       reduced = reducedMask(dominant, domain);
-      return;
+      return dominant;
     }
     for (int n : nodes)
       if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
     domain = shapes[dominant];
     reduced.assign(domain.size(), false);
+    return dominant;
+  };
+  // A column reduction of a rows domain: a float sum or mean of a domain-shaped value over
+  // exactly the kept axes (lower/column_partials.h). The group analysis forms these only so.
+  auto isColumn = [&](int n, const Dims& domain, const std::vector<bool>& reduced) {
+    const ir::Node& node = g.node(n);
+    if (!isReduce(node.op) || count(n) == 1 || !ir::isFloat(node.type.dtype) ||
+        (node.op != OpCode::ReduceSum && node.op != OpCode::ReduceMean) ||
+        shapes[node.operands[0]] != domain)
+      return false;
+    std::vector<bool> mask = reducedMask(n, domain);
+    bool rows = false;
+    for (size_t a = 0; a < domain.size(); ++a) {
+      if (domain[a] == 1) continue;
+      if (mask[a] == reduced[a]) return false;
+      rows = rows || reduced[a];
+    }
+    return rows;
   };
   Dims kernelDomain;
   std::vector<bool> kernelReduced;
   domainOf(k.nodes, kernelDomain, kernelReduced);
+  // A column reduction the group analysis carried as partials (its operand maybe a kernel input:
+  // dbeta = reduce_sum(dy)) runs in the rows phase of the dominant's part. A horizontal pack was
+  // analyzed part by part, so none of its reductions is a column reduction of another part.
+  std::vector<std::pair<int, int>> links;
+  if (k.horizontalParts == 1 && k.dominant >= 0)
+    for (int n : k.nodes)
+      if (isColumn(n, kernelDomain, kernelReduced)) links.emplace_back(n, k.dominant);
   int partNo = 0;
-  for (const std::vector<int>& part : parts(g, k.nodes)) {
+  for (const std::vector<int>& part : parts(g, k.nodes, links)) {
     Dims domain;
     std::vector<bool> reduced;
     domainOf(part, domain, reduced);
@@ -729,13 +790,15 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       }
     bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
     auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
-                        const std::vector<std::pair<int, int>>& stores) {
+                        const std::vector<std::pair<int, int>>& stores,
+                        std::vector<std::pair<int, int>> columns = {}, int64_t workers = 0) {
       Phase ph;
       ph.name = fmt::format("p{}_{}", partNo, what);
       ph.domain = dom;
       ph.reduced = std::move(red);
       ph.reduce = std::find(ph.reduced.begin(), ph.reduced.end(), true) != ph.reduced.end();
       PhaseBuilder pb(g, shapes, ph, materialized, inKernel);
+      pb.carryColumns(std::move(columns), workers);
       pb.build(stores);
       if (ph.reduce) {
         ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
@@ -745,18 +808,23 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     // Second-level reductions (grid barriers): phase A stores their operand per row, phase B
     // reduces it in one unit; later phases read the result.
     auto secondLevel = [&](int n) {
-      if (!isReduce(g.node(n).op) || count(n) == 1) return false;
+      if (!isReduce(g.node(n).op) || count(n) == 1 || isColumn(n, domain, reduced)) return false;
       int input = g.node(n).operands[0];
       return !(shapes[input] == domain && reducedMask(n, domain) == reduced);
     };
-    // Outputs that no second-level reduction feeds are stored by the first phase A, which walks
-    // the rows anyway: a loss and the gradient beside it (cross-entropy forward + backward) then
-    // take one pass over the rows, not one for the loss's operand and another for the rest.
-    std::set<int> afterBarrier;
+    // An output is stored by the first phase A after every second-level reduction it depends
+    // on (they are processed in node order, so those are the ones of smaller id): that phase
+    // walks the rows anyway. A loss and the gradient beside it (cross-entropy forward +
+    // backward) then take one pass over the rows, not one for the loss's operand and another for
+    // the rest; and a gradient scaled by a count of valid labels (an earlier, cheap barrier)
+    // rides the loss's phase A.
+    std::map<int, int> lastBarrier;  // node -> the largest second-level reduction it needs, or -1
     for (int n : part) {
-      bool after = secondLevel(n);
-      for (int o : g.node(n).operands) after = after || afterBarrier.count(o) > 0;
-      if (after) afterBarrier.insert(n);
+      int last = secondLevel(n) ? n : -1;
+      for (int o : g.node(n).operands)
+        if (auto it = lastBarrier.find(o); it != lastBarrier.end())
+          last = std::max(last, it->second);
+      lastBarrier[n] = last;
     }
     for (int n : part) {
       if (!secondLevel(n)) continue;
@@ -769,7 +837,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
         std::vector<std::pair<int, int>> first{{input, p}};
         for (int o : k.outputs)
           if (o != input && std::binary_search(part.begin(), part.end(), o) &&
-              !materialized.count(o) && !afterBarrier.count(o))
+              !materialized.count(o) && lastBarrier[o] < n && !isColumn(o, domain, reduced))
             first.emplace_back(o, paramOf[o]);
         newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, first);
         for (auto [node, param] : first) materialized[node] = param;
@@ -786,9 +854,12 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       materialized[n] = target;
     }
     std::vector<std::pair<int, int>> stores;
+    std::vector<int> columns;
     for (int o : k.outputs)
-      if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o))
-        stores.emplace_back(o, paramOf[o]);
+      if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o)) {
+        if (isColumn(o, domain, reduced)) columns.push_back(o);
+        else stores.emplace_back(o, paramOf[o]);
+      }
     // An empty domain (no rows, or no elements) runs no units, yet an output computed from
     // reductions over it (the mean loss of an empty batch) has elements to write: such an output
     // gets a loop phase over its own shape, reading the reductions' results from where phase B
@@ -807,7 +878,34 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       }
       stores = std::move(rest);
     }
-    if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
+    if (columns.empty()) {
+      if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
+    } else {
+      int64_t units = 1, rowLength = 1;
+      for (size_t a = 0; a < domain.size(); ++a) (reduced[a] ? rowLength : units) *= domain[a];
+      const int64_t workers = columnPartialWorkers(units, rowLength, launch);
+      std::vector<std::pair<int, int>> carried;
+      std::vector<ColumnPartial> partials;
+      for (int c : columns) {
+        ColumnPartial cp;
+        cp.node = c;
+        cp.op = reduceOpOf(g.node(c).op);
+        cp.dtype = g.node(c).type.dtype;
+        cp.count = units;
+        // workers * rowLength <= max(rowLength, kPartialBudget): no overflow.
+        cp.partialParam =
+            addParam(-1, prog.scratchSlots++, partialDType(cp.dtype), workers * rowLength);
+        cp.outParam = paramOf[c];
+        carried.emplace_back(c, cp.partialParam);
+        partials.push_back(cp);
+      }
+      if (workers == 0) carried.clear();
+      if (!stores.empty() || !carried.empty())
+        newPhase("rows", domain, reduced, stores, carried, workers);
+      prog.phases.push_back(
+          columnCombinePhase(fmt::format("p{}_columns", partNo), workers, rowLength, partials));
+      prog.phases.back().levels.threadsPerBlock = k.mapping.threadsPerBlock;
+    }
     ++partNo;
   }
   splitLongRows(prog);
@@ -832,10 +930,11 @@ std::string printProgram(const KernelProgram& p) {
     return names[static_cast<int>(k)];
   };
   for (const Phase& ph : p.phases) {
-    out += fmt::format("phase {}: {} units={} {} buffers=[", ph.name, ph.reduce ? "reduce" : "loop",
-                       ph.units,
-                       ph.reduce ? fmt::format("row={}", ph.rowLength)
-                                 : fmt::format("chunk={} total={}", ph.chunk, ph.total));
+    out += fmt::format(
+        "phase {}: {} units={} {} buffers=[", ph.name, ph.reduce ? "reduce" : "loop", ph.units,
+        ph.reduce ? fmt::format("row={}{}", ph.rowLength,
+                                ph.workers ? fmt::format(" workers={}", ph.workers) : std::string())
+                  : fmt::format("chunk={} total={}", ph.chunk, ph.total));
     for (size_t i = 0; i < ph.buffers.size(); ++i)
       out += fmt::format("{}{}{}", i ? ", " : "",
                          static_cast<int>(i) < ph.numInputs ? "in:" : "out:", ph.buffers[i]);

@@ -29,6 +29,10 @@
 //   The first phase A also stores every output that no second-level reduction feeds, so a loss
 //   and a gradient beside it walk the rows once; an output computed from the reduced result
 //   walks them again in the last phase.
+// - A column reduction of the domain in a row kernel (layer norm's dgamma beside its dx) cannot
+//   wait for a row: each worker of the rows phase keeps per-column partial sums of its rows in a
+//   scratch buffer, and a combine phase reduces them (lower/column_partials.h). The inputs are
+//   read once.
 // - Horizontally packed parts (independent sub-kernels) become separate phases too: phases run
 //   one after the other, which is always legal.
 //
@@ -141,6 +145,11 @@ struct Phase {
   int64_t chunk = 1;      // loop phases: elements per unit
   int64_t total = 0;      // loop phases: elements in the domain
   int64_t rowLength = 0;  // reduce phases: inner loop extent
+  // Reduce phases: 0, or the number of workers the units are dealt to. Worker w runs units w,
+  // w + workers, w + 2 * workers, ... one after the other (one host task, one GPU unit slot), so
+  // a unit may read what earlier units of its worker stored: the per-worker column partials of
+  // a column reduction stitched into a row kernel (lower/column_partials.h).
+  int64_t workers = 0;
   Levels levels;
   std::vector<int64_t> domain;
   std::vector<bool> reduced;  // per domain axis

@@ -192,7 +192,9 @@ std::vector<Levels> decideLaunch(const KernelProgram& p, const LaunchTarget& t, 
       }
       int64_t perLane = int64_t{s.lanes} * s.vectorWidth;
       s.items = std::max<int64_t>(1, (ph.rowLength + perLane - 1) / perLane);
-      s.blocks = std::max<int64_t>(1, (ph.units + s.unitsPerBlock - 1) / s.unitsPerBlock);
+      // A phase with workers has one unit slot per worker (kernel_program.h).
+      const int64_t slots = ph.workers ? ph.workers : ph.units;
+      s.blocks = std::max<int64_t>(1, (slots + s.unitsPerBlock - 1) / s.unitsPerBlock);
     }
     s.unrolled = ph.reduce && s.items <= kMaxUnrolledItems;
   }

@@ -13,17 +13,49 @@ constexpr int64_t kMaxUnits = 64;
 constexpr int64_t kMinRowLength = int64_t{1} << 16;
 constexpr int64_t kMinSubRow = 4096;      // elements per sub-row, at least
 constexpr int64_t kTargetSubRows = 2048;  // units x S, at most
+// Column phases: sub-columns of at least kMinColumnSub rows, units x S at most kTargetColumns
+// (a GPU block owns 32 adjacent columns: 1024 blocks).
+constexpr int64_t kMinColumnSub = 256;
+constexpr int64_t kTargetColumns = 32768;
+
+// Whether adjacent units are adjacent in memory (the innermost non-trivial axis is kept): the
+// column tiles of launch.h.
+bool columnMajor(const Phase& ph) {
+  int last = -1;
+  for (size_t a = 0; a < ph.domain.size(); ++a)
+    if (ph.domain[a] != 1) last = static_cast<int>(a);
+  return last >= 0 && !ph.reduced[static_cast<size_t>(last)];
+}
+
+// The per-element block of a column phase may run on sub-columns when it reads nothing the
+// row's reduction or its `post` block computes: only its own instructions and `pre`'s.
+bool elemsIndependent(const Phase& ph) {
+  std::vector<bool> ok(ph.insts.size(), false);
+  for (int id : ph.pre.insts) ok[static_cast<size_t>(id)] = true;
+  for (int id : ph.elems.insts) {
+    const Inst& in = ph.insts[static_cast<size_t>(id)];
+    if (in.kind == InstKind::AccRead || in.kind == InstKind::Accumulate) return false;
+    for (int a : in.args)
+      if (a >= 0 && !ok[static_cast<size_t>(a)]) return false;
+    ok[static_cast<size_t>(id)] = true;
+  }
+  return true;
+}
 
 bool qualifies(const Phase& ph) {
-  return ph.reduce && ph.stages.size() == 1 && ph.elems.insts.empty() && ph.units >= 1 &&
-         ph.units <= kMaxUnits && ph.rowLength >= kMinRowLength;
+  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || ph.units < 1) return false;
+  if (columnMajor(ph)) return elemsIndependent(ph);
+  return ph.elems.insts.empty() && ph.units <= kMaxUnits && ph.rowLength >= kMinRowLength;
 }
 
 // The number of sub-rows per row: a power of two dividing the row, >= 2, or 1 for none.
 int64_t splitsFor(const Phase& ph) {
+  const bool columns = columnMajor(ph);
+  const int64_t minSub = columns ? kMinColumnSub : kMinSubRow;
+  const int64_t target = columns ? kTargetColumns : kTargetSubRows;
   int64_t s = 1;
-  while (ph.rowLength % (s * 2) == 0 && ph.rowLength / (s * 2) >= kMinSubRow &&
-         ph.units * s * 2 <= kTargetSubRows)
+  while (ph.rowLength % (s * 2) == 0 && ph.rowLength / (s * 2) >= minSub &&
+         ph.units * s * 2 <= target)
     s *= 2;
   return s;
 }
@@ -57,39 +89,56 @@ ir::DType partialType(const Accumulator& a) {
 }
 
 // Phase A: the original phase on sub-rows, storing each accumulator's partial into `scratch`.
+// Rows: new unit = unit * S + split (a row's sub-rows side by side). Columns: new unit = split *
+// units + unit, so adjacent units stay adjacent columns (coalesced), and the partials are laid
+// out [S, units] for the combine phase's column tiles. A column phase's per-element block runs
+// on each sub-column (its loop index moved like the stage's).
 Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
+  const bool columns = columnMajor(ph);
   Phase a = ph;
   a.name = ph.name + "_split";
   int64_t sub = ph.rowLength / s;
   a.units = ph.units * s;
   a.rowLength = sub;
-  a.domain = {a.units, sub};
-  a.reduced = {false, true};
+  if (columns) {
+    a.domain = {s, sub, ph.units};
+    a.reduced = {false, true, false};
+  } else {
+    a.domain = {a.units, sub};
+    a.reduced = {false, true};
+  }
   a.grain = std::max<int64_t>(1, 16384 / sub);
   a.levels.units = a.units;
   a.levels.elementsPerThread = sub;
   // The original unit and loop index become expressions of the new ones. The old instructions
   // keep their ids (everything refers to them) and become those expressions; the new unit and
   // loop indices go first in their blocks.
-  int unit = -1, loop = -1;
+  int unit = -1;
   for (int id : a.pre.insts)
     if (a.insts[static_cast<size_t>(id)].kind == InstKind::UnitIndex) unit = id;
-  for (int id : a.stages[0].body.insts)
-    if (a.insts[static_cast<size_t>(id)].kind == InstKind::LoopIndex) loop = id;
   int newUnit = add(a, make(InstKind::UnitIndex));
-  int split = add(a, make(InstKind::IRemC, newUnit, s));
+  int split = add(
+      a, columns ? make(InstKind::IDivC, newUnit, ph.units) : make(InstKind::IRemC, newUnit, s));
   int base = add(a, make(InstKind::IMulC, split, sub));
   std::vector<int> pre = {newUnit, split, base};
-  if (unit >= 0) a.insts[static_cast<size_t>(unit)] = make(InstKind::IDivC, newUnit, s);
+  if (unit >= 0)
+    a.insts[static_cast<size_t>(unit)] =
+        columns ? make(InstKind::IRemC, newUnit, ph.units) : make(InstKind::IDivC, newUnit, s);
   a.pre.insts.insert(a.pre.insts.begin(), pre.begin(), pre.end());
-  if (loop >= 0) {
+  // The loop index of a walk becomes base + the new one, which goes first in its block.
+  auto moveLoop = [&](Block& b) {
+    int old = -1;
+    for (int id : b.insts)
+      if (a.insts[static_cast<size_t>(id)].kind == InstKind::LoopIndex) old = id;
+    if (old < 0) return;
     int newLoop = add(a, make(InstKind::LoopIndex));
     Inst sum = make(InstKind::IAdd, newLoop);
     sum.args[1] = base;
-    a.insts[static_cast<size_t>(loop)] = sum;
-    auto& body = a.stages[0].body.insts;
-    body.insert(body.begin(), newLoop);
-  }
+    a.insts[static_cast<size_t>(old)] = sum;
+    b.insts.insert(b.insts.begin(), newLoop);
+  };
+  moveLoop(a.stages[0].body);
+  moveLoop(a.elems);
   // Accumulators: Mean sums (phase B divides), all in the compute type; each partial is read
   // (and stored) in its partial type.
   std::vector<ir::DType> stored;
@@ -102,8 +151,9 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
     Inst& in = a.insts[static_cast<size_t>(id)];
     if (in.kind == InstKind::Accumulate) in.dtype = a.accs[static_cast<size_t>(in.acc)].dtype;
   }
-  // Outputs: only the partials. Inputs stay as they were (the loads refer to their positions).
-  a.buffers.resize(static_cast<size_t>(a.numInputs));
+  // Outputs: the partials, after the original buffers (the loads and the per-element block's
+  // stores refer to their positions; the row stores of `post` go to the combine phase).
+  const int first = static_cast<int>(a.buffers.size());
   a.post.insts.clear();
   for (size_t j = 0; j < a.accs.size(); ++j) {
     a.buffers.push_back(scratch[j]);
@@ -114,7 +164,7 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
     Inst st = make(InstKind::Store, newUnit);
     st.args[1] = r;
     st.dtype = read.dtype;
-    st.buffer = a.numInputs + static_cast<int>(j);
+    st.buffer = first + static_cast<int>(j);
     a.post.insts.push_back(r);
     a.post.insts.push_back(add(a, st));
   }
@@ -123,11 +173,18 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
 
 // Phase B: the original phase, its row walk replaced by one over the S partials of each unit.
 Phase combinePhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
+  const bool columns = columnMajor(ph);
   Phase b = ph;
   b.name = ph.name + "_combine";
   b.rowLength = s;
-  b.domain = {ph.units, s};
-  b.reduced = {false, true};
+  if (columns) {
+    b.domain = {s, ph.units};
+    b.reduced = {true, false};
+  } else {
+    b.domain = {ph.units, s};
+    b.reduced = {false, true};
+  }
+  b.elems.insts.clear();  // done by phase A
   b.grain = std::max<int64_t>(1, 16384 / s);
   b.levels.elementsPerThread = s;
   // The partials become extra inputs, after the original ones; outputs move up accordingly.
@@ -143,10 +200,12 @@ Phase combinePhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) 
     b.pre.insts.insert(b.pre.insts.begin(), unit);
   }
   Block body;
+  // The partial of (unit, split k): at unit * S + k (rows) or k * units + unit (columns).
   int k = add(b, make(InstKind::LoopIndex));
-  int row = add(b, make(InstKind::IMulC, unit, s));
+  int row =
+      columns ? add(b, make(InstKind::IMulC, k, ph.units)) : add(b, make(InstKind::IMulC, unit, s));
   Inst idx = make(InstKind::IAdd, row);
-  idx.args[1] = k;
+  idx.args[1] = columns ? unit : k;
   int at = add(b, idx);
   body.insts = {k, row, at};
   for (size_t j = 0; j < b.accs.size(); ++j) {

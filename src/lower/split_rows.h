@@ -16,9 +16,17 @@
 // stream between launches, the executor between host phases), so this is the "global" stitch
 // scheme applied to a single reduction.
 //
-// Which phases: one stage, no per-element outputs (no `elems` block), at most kMaxUnits rows of
-// at least kMinRowLength elements; S is a power of two dividing the row length, so every sub-row
-// is full. Reductions with several stages (a softmax over one huge row) are left as they are.
+// Which phases: one stage, and
+//   - long rows: no per-element outputs (no `elems` block), at most kMaxUnits rows of at least
+//     kMinRowLength elements;
+//   - column phases (adjacent units adjacent in memory: column and middle-axis reductions, whose
+//     column tiles give a [16384, 4096] column sum only 128 blocks): tall columns, split into
+//     sub-columns of >= kMinColumnSub rows until there are kTargetColumns units. Their
+//     per-element block (bias+GELU's dh beside dbias) runs in phase A on each sub-column when it
+//     reads nothing of the reduction; the new units keep adjacent columns adjacent, and the
+//     partials are laid out [S, units] so that the combine phase reads them in column tiles.
+// S is a power of two dividing the row length, so every sub-row is full. Reductions with several
+// stages (a softmax over one huge row) are left as they are.
 #pragma once
 
 #include "lower/kernel_program.h"

@@ -118,6 +118,8 @@ std::vector<reference::HostTensor> runCompiled(
               " before it was written");
         return v.data();
       };
+      // Outputs first: a phase may read back what it writes (column partials).
+      for (const auto& kb : ck.outputs) bufferOf(kb, true);
       for (const auto& kb : ck.inputs) ptrs.push_back(bufferOf(kb, false));
       for (const auto& kb : ck.outputs) ptrs.push_back(bufferOf(kb, true));
       ck.fn(ptrs.data(), 0, ck.units);

@@ -208,8 +208,8 @@ class Mutations {
 
  private:
   void phase(const Phase& ph, const std::string& at, Getter<Phase> get) {
-    const auto& [name, reduce, units, grain, chunk, total, rowLength, levels, domain, reduced,
-                 buffers, numInputs, insts, accs, pre, stages, post, elems] = ph;
+    const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, levels, domain,
+                 reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] = ph;
     scalar<std::string>(
         "Phase::name", at, [get](KernelProgram & q) -> auto& { return get(q).name; });
     scalar<bool>(
@@ -224,6 +224,8 @@ class Mutations {
         "Phase::total", at, [get](KernelProgram & q) -> auto& { return get(q).total; });
     scalar<int64_t>(
         "Phase::rowLength", at, [get](KernelProgram & q) -> auto& { return get(q).rowLength; });
+    scalar<int64_t>(
+        "Phase::workers", at, [get](KernelProgram & q) -> auto& { return get(q).workers; });
     leaf<Levels>(
         at + ".levels", [get](KernelProgram & q) -> auto& { return get(q).levels; });
     vectorOf<int64_t>(
@@ -340,6 +342,7 @@ std::set<std::string> everyField() {
       "Phase::chunk",
       "Phase::total",
       "Phase::rowLength",
+      "Phase::workers",
       "Phase::domain[]",
       "Phase::domain#grow",
       "Phase::domain#shrink",

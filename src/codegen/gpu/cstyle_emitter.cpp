@@ -614,8 +614,19 @@ void PhaseEmitter::emitReducePhase() {
                    : fmt::format("const int ux = tid % {};", UX));
   line(fmt::format("for ({0} vb = blockIdx.x; vb < {1}; vb += gridDim.x) {{", idx_, s_.blocks));
   ++indent_;
-  line(fmt::format("{} unit = vb * {} + ux;", idx_, UX));
-  line(fmt::format("const bool active = unit < {};", ph_.units));
+  if (ph_.workers == 0) {
+    line(fmt::format("{} unit = vb * {} + ux;", idx_, UX));
+    line(fmt::format("const bool active = unit < {};", ph_.units));
+  } else {
+    // Unit slot w is worker w: units w, w + W, ... in order (kernel_program.h). Every thread of
+    // the block makes the same number of trips (the row reductions synchronize the block).
+    const int64_t W = ph_.workers;
+    line(fmt::format("const {} w = vb * {} + ux;", idx_, UX));
+    line(fmt::format("for ({0} trip = 0; trip < {1}; ++trip) {{", idx_, (ph_.units + W - 1) / W));
+    ++indent_;
+    line(fmt::format("{} unit = w + trip * {};", idx_, W));
+    line(fmt::format("const bool active = w < {} && unit < {};", W, ph_.units));
+  }
   // Lanes past the last unit compute on the last one (in bounds) and store nothing.
   line(fmt::format("if (!active) unit = {};", ph_.units - 1));
   storeGuard_ = "active";
@@ -662,6 +673,10 @@ void PhaseEmitter::emitReducePhase() {
   }
   storeGuard_ = "active";
   if (!ph_.elems.insts.empty()) emitRowWalk(ph_.elems);
+  if (ph_.workers != 0) {
+    --indent_;
+    line("}");
+  }
   --indent_;
   line("}");
 }

@@ -584,7 +584,7 @@ void PhaseEmitter::emit(const std::string& name) {
       emitBlock(ph_.elems);
     });
   } else {
-    loop(begin, end, [&](llvm::Value* u) {
+    auto row = [&](llvm::Value* u) {
       unit_ = u;
       emitBlock(ph_.pre);
       for (const lower::Stage& st : ph_.stages) emitStage(st);
@@ -594,7 +594,19 @@ void PhaseEmitter::emit(const std::string& name) {
           loopIndex_ = k;
           emitBlock(ph_.elems);
         });
-    });
+    };
+    if (ph_.workers == 0) {
+      loop(begin, end, row);
+    } else {
+      // [begin, end) are workers; worker w runs units w, w + W, ... in order (workers <= units).
+      const int64_t W = ph_.workers;
+      loop(begin, end, [&](llvm::Value* w) {
+        llvm::Value* trips = B_.CreateSDiv(B_.CreateSub(i64(ph_.units + W - 1), w), i64(W));
+        loop(i64(0), trips, [&](llvm::Value* j) {
+          row(B_.CreateAdd(w, B_.CreateMul(j, i64(W), "", true, true), "", true, true));
+        });
+      });
+    }
   }
   B_.CreateRetVoid();
   std::string err;

@@ -1,0 +1,60 @@
+// Column partials: a column reduction of a row kernel's domain, stitched into the rows phase.
+//
+// Why. A training graph reduces one tensor both ways: layer norm's backward needs per-row sums
+// for dx and per-column sums for dgamma and dbeta; bias+GELU's backward, dh per element and dbias
+// per column. A row kernel owns whole rows, so a column sum is complete only after every row, and
+// computing it in a kernel of its own reads the tensor (and what it is computed from) again.
+// AStitch and the split reductions of XLA/nvFuser answer the same way this module does:
+//
+//   rows phase (workers)  the rows are dealt to W workers (Phase::workers: worker w runs units
+//                         w, w + W, ...). For each element it visits, a worker adds the column
+//                         reduction's operand into partial[w, k] (k: the element's position in
+//                         the row), a scratch buffer of W x rowLength in the compute type. The
+//                         first unit of a worker (unit < W) stores instead of adding, so the
+//                         scratch needs no clearing. Lanes own the same positions in every row
+//                         they visit, so no two threads touch one partial.
+//   combine phase         a column reduction of the W x rowLength partials (float sums in the
+//                         compute type with the backends' wide totals; a mean divides by the
+//                         original row count), storing the result.
+//
+// The inputs are read once; the extra traffic is the partials written and read once, which W
+// bounds (kPartialBudget elements). W trades that traffic against parallelism: on a GPU, W
+// unit slots are the grid (a few resident blocks per processor); on the host, a few tasks per
+// core. Sums and means of float values only: max/min partials would need the reference's NaN
+// rules in a select, and integer sums are rare in these graphs (the planner does not form them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lower/kernel_program.h"
+
+namespace stitch::lower {
+
+// At most this many partial elements per program phase (8 MiB of f32), unless one row needs more.
+inline constexpr int64_t kPartialBudget = int64_t{1} << 21;
+
+// The number of workers for a rows phase of `units` rows of `rowLength` elements: at most the
+// rows, the partial budget, and what the machine runs at once (`target`: a GPU; null: the host);
+// 0 when there are no rows (the rows phase then carries nothing).
+int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarget* target);
+
+// The dtype partials are kept in: the compute type of a float dtype (f32 for f16/bf16/f32).
+ir::DType partialDType(ir::DType t);
+
+// One column reduction carried by partials.
+struct ColumnPartial {
+  int node = -1;  // the reduction (its name names nothing here; for the phase name)
+  ReduceOp op = ReduceOp::Sum;
+  ir::DType dtype = ir::DType::F32;  // the reduction's result dtype
+  int64_t count = 1;                 // elements each output sums (the rows): a mean divides by it
+  int partialParam = -1;             // program param of the W x rowLength partials
+  int outParam = -1;                 // program param of the result (rowLength elements)
+};
+
+// The combine phase: units = rowLength columns of `workers` partials each.
+Phase columnCombinePhase(const std::string& name, int64_t workers, int64_t rowLength,
+                         const std::vector<ColumnPartial>& partials);
+
+}  // namespace stitch::lower
