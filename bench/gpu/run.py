@@ -85,18 +85,24 @@ class Graph:
     outputs: Callable[[dict[str, list[int]]], list[list[int]]]
     smoke: dict[str, list[int]]
     dtypes: tuple[str, ...] = DTYPES
-
+    suite: str = "inference"  # or "training" (issue 15's suite: backward passes, optimizer steps)
+    fixed: dict[str, str] | None = None  # inputs whose dtype is not the case's (labels: i64)
+    
     def graph_name(self, dtype: str) -> str:
         return f"{self.name}_{dtype}"
 
     def shapes(self, smoke: bool) -> dict[str, list[int]]:
         return self.smoke if smoke else self.inputs
 
+    def input_dtypes(self, dtype: str) -> dict[str, str]:
+        return {n: (self.fixed or {}).get(n, dtype) for n in self.inputs}
+
     def min_bytes(self, dtype: str, smoke: bool) -> int:
         """Every input read once, every output written once: the least any implementation moves."""
         sh = self.shapes(smoke)
-        elems = sum(math.prod(s) for s in sh.values()) + sum(math.prod(s) for s in self.outputs(sh))
-        return elems * DTYPE_BYTES[dtype]
+        dts = self.input_dtypes(dtype)
+        ins = sum(math.prod(s) * DTYPE_BYTES[dts[n]] for n, s in sh.items())
+        return ins + sum(math.prod(s) for s in self.outputs(sh)) * DTYPE_BYTES[dtype]
 
 
 def same_as(name: str):
@@ -128,6 +134,31 @@ GRAPHS = [
     Graph("column_sums", "column_sums.stitch", "primitives (two column reductions)",
           {"dy": [R, C], "xhat": [R, C]}, lambda sh: [sh["dy"][1:]] * 2,
           {"dy": [64, 256], "xhat": [64, 256]}),
+    # The training suite (issue 15): backward passes and optimizer steps, where row and column
+    # reductions and all-reductions of one tensor meet. Primitives, written out in PyTorch one
+    # op per primitive below (as a fused backward computes them: statistics recomputed from x).
+    Graph("layer_norm_backward", "layer_norm_backward.stitch", "training: rows + column partials",
+          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"], sh["gamma"]],
+          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
+    Graph("rms_norm_backward", "rms_norm_backward.stitch", "training: rows + column partials",
+          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"]],
+          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
+    Graph("softmax_backward", "softmax_backward.stitch", "training: rows",
+          {"dy": [R, C], "y": [R, C]}, same_as("dy"),
+          {"dy": [64, 256], "y": [64, 256]}, suite="training"),
+    Graph("bias_gelu_backward", "bias_gelu_backward.stitch", "training: column split + elementwise",
+          {"dy": [R, C], "h": [R, C], "bias": [C]}, lambda sh: [sh["dy"], sh["bias"]],
+          {"dy": [64, 256], "h": [64, 256], "bias": [256]}, suite="training"),
+    Graph("batch_norm_train", "batch_norm_train.stitch", "training: middle-axis statistics",
+          {"x": [256, 256, 32, 32], "gamma": [256, 1, 1], "beta": [256, 1, 1]},
+          lambda sh: [sh["x"], [1, sh["x"][1], 1, 1], [1, sh["x"][1], 1, 1]],
+          {"x": [4, 8, 4, 4], "gamma": [8, 1, 1], "beta": [8, 1, 1]}, suite="training"),
+    Graph("cross_entropy_train", "cross_entropy_train.stitch", "training: rows + grid barriers",
+          {"logits": [4096, 32000], "labels": [4096, 1]}, lambda sh: [[], sh["logits"]],
+          {"logits": [16, 100], "labels": [16, 1]}, suite="training", fixed={"labels": "i64"}),
+    Graph("adam_clip", "adam_clip.stitch", "training: all-reduction + elementwise",
+          {"p": [R * C], "g": [R * C], "m": [R * C], "v": [R * C]}, lambda sh: [sh["p"]] * 3,
+          {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, dtypes=("f32",), suite="training"),
 ]
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 
@@ -156,6 +187,78 @@ def torch_fns(torch):
         "bias_gelu_residual": lambda h, bias, residual: F.gelu(h + bias) + residual,
         "adam_step": torch_adam_step,
         "column_sums": lambda dy, xhat: ((dy * xhat).sum(0), dy.sum(0)),
+        **training_fns(torch),
+    }
+
+
+def training_fns(torch):
+    """The training suite's graphs as PyTorch tensor ops, one per primitive of the .stitch file
+    (bf16 rounds after each op, as Stitch's primitives do). Eager runs them op by op; Inductor
+    fuses what it can: the same math both ways."""
+
+    def layer_norm_backward(dy, x, gamma):
+        mean = x.mean(1, keepdim=True)
+        xc = x - mean
+        var = (xc * xc).mean(1, keepdim=True)
+        rstd = torch.rsqrt(var + 1e-5)
+        xhat = xc * rstd
+        dxhat = dy * gamma
+        m1 = dxhat.mean(1, keepdim=True)
+        m2 = (dxhat * xhat).mean(1, keepdim=True)
+        dx = (dxhat - m1 - xhat * m2) * rstd
+        return dx, (dy * xhat).sum(0), dy.sum(0)
+
+    def rms_norm_backward(dy, x, gamma):
+        rstd = torch.rsqrt((x * x).mean(1, keepdim=True) + 1e-6)
+        xhat = x * rstd
+        dxhat = dy * gamma
+        m = (dxhat * xhat).mean(1, keepdim=True)
+        return (dxhat - xhat * m) * rstd, (dy * xhat).sum(0)
+
+    def bias_gelu_backward(dy, h, bias):
+        x = h + bias
+        cdf = (torch.erf(x * 0.7071067811865476) + 1) * 0.5
+        pdf = torch.exp(x * x * -0.5) * 0.3989422804014327
+        dh = dy * (cdf + x * pdf)
+        return dh, dh.sum(0)
+
+    def batch_norm_train(x, gamma, beta):
+        mean = x.mean((0, 2, 3), keepdim=True)
+        xc = x - mean
+        var = (xc * xc).mean((0, 2, 3), keepdim=True)
+        y = torch.relu(xc * torch.rsqrt(var + 1e-5) * gamma + beta)
+        return y, mean, var
+
+    def cross_entropy_train(logits, labels):
+        m = logits.amax(1, keepdim=True)
+        d = logits - m
+        e = torch.exp(d)
+        s = e.sum(1, keepdim=True)
+        lp = d - torch.log(s)
+        onehot = torch.arange(logits.shape[1], device=logits.device)[None, :] == labels
+        nll = torch.where(onehot, lp, 0).sum(1, keepdim=True)
+        w = (labels != -100).to(logits.dtype)
+        count = w.sum()
+        loss = -(nll.sum() / count)
+        dlogits = (e / s - onehot.to(logits.dtype)) * (w / count)
+        return loss, dlogits
+
+    def adam_clip(p, g, m, v):
+        clip = torch.clamp(1 / (torch.sqrt((g * g).sum()) + 1e-6), max=1)
+        gc = g * clip
+        mn = m * 0.9 + gc * 0.1
+        vn = v.abs() * 0.999 + (gc * gc) * 0.001
+        upd = (mn / 0.6513215599) / ((vn / 0.0099551198).sqrt() + 1e-8)
+        return p - upd * 0.001, mn, vn
+
+    return {
+        "layer_norm_backward": layer_norm_backward,
+        "rms_norm_backward": rms_norm_backward,
+        "softmax_backward": lambda dy, y: y * (dy - (dy * y).sum(1, keepdim=True)),
+        "bias_gelu_backward": bias_gelu_backward,
+        "batch_norm_train": batch_norm_train,
+        "cross_entropy_train": cross_entropy_train,
+        "adam_clip": adam_clip,
     }
 
 
@@ -174,19 +277,25 @@ def _lsr(z, k: int):
     return (z >> k) & ((1 << (64 - k)) - 1)
 
 
-def stitch_inputs(torch, shapes: dict[str, list[int]], dtype: str, seed: int, device):
+def stitch_inputs(torch, shapes: dict[str, list[int]], dtype: str, seed: int, device,
+                  fixed: dict[str, str] | None = None):
     """The inputs `stitch run --seed SEED` makes (tools/host_tensor.cpp, fillRandom): input i is
     splitmix64 stream i, x -> (x >> 11) * 2^-53 * 2 - 1, rounded from f64 to the dtype to nearest
-    even. splitmix64's k-th output depends only on state0 + k * golden, so the whole stream is a
-    few vectorized int64 ops (wrapping multiplication) on the device."""
+    even; integer inputs (`fixed` names them: i64) are x mod 17 - 8. splitmix64's k-th output
+    depends only on state0 + k * golden, so the whole stream is a few vectorized int64 ops
+    (wrapping multiplication) on the device."""
     out = []
-    for stream, shape in enumerate(shapes.values()):
+    for stream, (name, shape) in enumerate(shapes.items()):
         n = math.prod(shape)
         state0 = (seed ^ (0xD1B54A32D192ED03 * (stream + 1))) & M64
         z = torch.arange(1, n + 1, dtype=torch.int64, device=device) * _i64(0x9E3779B97F4A7C15) + _i64(state0)
         z = (z ^ _lsr(z, 30)) * _i64(0xBF58476D1CE4E5B9)
         z = (z ^ _lsr(z, 27)) * _i64(0x94D049BB133111EB)
         z = z ^ _lsr(z, 31)
+        if (fixed or {}).get(name) == "i64":
+            # The unsigned value mod 17: 2^64 = 1 (mod 17), so a negative int64 adds one.
+            out.append(((torch.remainder(z, 17) + (z < 0).to(torch.int64)) % 17 - 8).reshape(shape))
+            continue
         v = _lsr(z, 11).double() * 2.0**-52 - 1.0
         del z
         if dtype == "bf16":
@@ -357,7 +466,8 @@ def peer_torch(job: dict) -> dict:
     @torch.no_grad()
     def run_case(case: dict, r: dict) -> None:
         fn = fns[case["graph"]]
-        args = stitch_inputs(torch, case["inputs"], case["dtype"], job["seed"], device)
+        args = stitch_inputs(torch, case["inputs"], case["dtype"], job["seed"], device,
+                             case.get("fixed"))
         r["eager_ms"], eager = timed(lambda: fn(*args), job["warmup"], job["iters"])
         eager = as_list(eager)
         r["eager_summary"] = [summarize(torch, o) for o in eager]
@@ -495,6 +605,12 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, t
                      + " | ".join(fmt_x(r["ratio"].get(k)) for k, _ in RATIOS) + " |")
         L.append("| **geomean** | | | " + " | ".join("" for _ in CONTENDERS) + " | "
                  + " | ".join(fmt_x(geomean(r["ratio"].get(k) for r in drows)) for k, _ in RATIOS) + " |")
+        for suite in ("inference", "training"):
+            srows = [r for r in drows if GRAPH_BY_NAME[r["graph"]].suite == suite]
+            if srows and len(srows) < len(drows):
+                L.append(f"| geomean, {suite} suite | | | " + " | ".join("" for _ in CONTENDERS) + " | "
+                         + " | ".join(fmt_x(geomean(r["ratio"].get(k) for r in srows)) for k, _ in RATIOS)
+                         + " |")
     L += ["", "Kernels, compile and agreement. Kernels: how many `stitch run`'s first run compiled "
           "(cold cache). First run: that run's time (plan, code generation, compile, one run). "
           "torch.compile 1st call: trace, compile and one run, in process. Outputs vs eager: Stitch's "
@@ -557,9 +673,14 @@ def prepare_file(g: Graph, smoke: bool, tmp: Path) -> Path:
     path = GRAPH_DIR / g.file
     text = path.read_text()
     for dt in g.dtypes:
-        check_signature(path, g.graph_name(dt), {n: (dt, s) for n, s in g.inputs.items()})
+        dts = g.input_dtypes(dt)
+        check_signature(path, g.graph_name(dt), {n: (dts[n], s) for n, s in g.inputs.items()})
         if smoke:
-            text = with_shapes(text, g.graph_name(dt), {n: (dt, s) for n, s in g.smoke.items()})
+            text = with_shapes(text, g.graph_name(dt), {n: (dts[n], s) for n, s in g.smoke.items()})
+            # Shapes written in the body (iota's) follow the inputs' shapes.
+            for n, s in g.inputs.items():
+                if len(s) > 1:
+                    text = text.replace(str(s), str(g.smoke[n]))
     if not smoke:
         return path
     out = tmp / g.file
@@ -638,8 +759,8 @@ def main() -> int:
     device = "cpu" if a.smoke else "cuda"
     job = {"device": device, "seed": a.seed, "iters": a.iters, "warmup": a.warmup, "no_compile": a.no_compile,
            "copy_sizes": [8 * 2**20] if a.smoke else [256 * 2**20, 2**30],
-           "cases": [{"key": g.graph_name(dt), "graph": g.name, "dtype": dt, "inputs": g.shapes(a.smoke)}
-                     for g, dt in cases]}
+           "cases": [{"key": g.graph_name(dt), "graph": g.name, "dtype": dt, "inputs": g.shapes(a.smoke),
+                      "fixed": g.fixed} for g, dt in cases]}
 
     # 1. The device and its copy bandwidth.
     t0 = time.perf_counter()
