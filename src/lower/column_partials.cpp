@@ -12,7 +12,10 @@ int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarge
   if (units == 0) return 0;  // no rows: the combine phase reduces no partials (identities)
   const int64_t machine = target ? int64_t{32} * std::max(1, target->processors) : 64;
   const int64_t budget = std::max<int64_t>(1, kPartialBudget / std::max<int64_t>(rowLength, 1));
-  return std::max<int64_t>(1, std::min({units, machine, budget}));
+  // At least kRowsPerWorker rows each, so the partials (one row per worker, written and read
+  // once) stay a small part of the traffic on short inputs too.
+  const int64_t enough = (units + kRowsPerWorker - 1) / kRowsPerWorker;
+  return std::max<int64_t>(1, std::min({enough, machine, budget}));
 }
 
 ir::DType partialDType(ir::DType t) {

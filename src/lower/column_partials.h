@@ -18,10 +18,11 @@
 //                         original row count), storing the result.
 //
 // The inputs are read once; the extra traffic is the partials written and read once, which W
-// bounds (kPartialBudget elements). W trades that traffic against parallelism: on a GPU, W
-// unit slots are the grid (a few resident blocks per processor); on the host, a few tasks per
-// core. Sums and means of float values only: max/min partials would need the reference's NaN
-// rules in a select, and integer sums are rare in these graphs (the planner does not form them).
+// bounds (kPartialBudget elements, and one partial row per kRowsPerWorker rows). W trades that
+// traffic against parallelism: on a GPU, W unit slots are the grid (a few resident blocks per
+// processor); on the host, a few tasks per core. Sums and means of float values only: max/min
+// partials would need the reference's NaN rules in a select, and integer sums are rare in these
+// graphs (the planner does not form them).
 #pragma once
 
 #include <cstdint>
@@ -34,10 +35,12 @@ namespace stitch::lower {
 
 // At most this many partial elements per program phase (8 MiB of f32), unless one row needs more.
 inline constexpr int64_t kPartialBudget = int64_t{1} << 21;
+// At least this many rows per worker (but one worker at least).
+inline constexpr int64_t kRowsPerWorker = 8;
 
-// The number of workers for a rows phase of `units` rows of `rowLength` elements: at most the
-// rows, the partial budget, and what the machine runs at once (`target`: a GPU; null: the host);
-// 0 when there are no rows (the rows phase then carries nothing).
+// The number of workers for a rows phase of `units` rows of `rowLength` elements: at most one
+// per kRowsPerWorker rows, the partial budget, and what the machine runs at once (`target`: a GPU;
+// null: the host); 0 when there are no rows (the rows phase then carries nothing).
 int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarget* target);
 
 // The dtype partials are kept in: the compute type of a float dtype (f32 for f16/bf16/f32).

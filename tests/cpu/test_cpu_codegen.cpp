@@ -26,11 +26,13 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "codegen/llvm/llvm_emitter.h"
 #include "common/example_graphs.h"
 #include "common/sweep.h"
 #include "driver/driver.h"
+#include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/graph.h"
@@ -357,6 +359,65 @@ TEST(CpuLowering, LongRowsAreSplitAndMatchTheReference) {
         ASSERT_EQ(plan.kernels.size(), 1u);
         lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
         EXPECT_EQ(p.phases.size(), n >= (1 << 16) ? 2u : 1u) << text << lower::printProgram(p);
+        Totals t;
+        std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
+        EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
+      }
+    }
+}
+
+// Row and column reductions of one tensor in one kernel (lower/column_partials.h): the column
+// sums ride the rows phase as per-worker partials. Every float dtype, sum and mean, a column
+// reduction of a computed value and of a kernel input, and row counts around the worker count
+// (64 on the host: fewer rows than workers, one more, many), including none.
+TEST(CpuLowering, ColumnPartialsMatchTheReference) {
+  for (const char* dt : {"f32", "bf16", "f16", "f64"})
+    for (const char* op : {"reduce_sum", "reduce_mean"}) {
+      std::string text = fmt::format(
+          "graph s(x: {0}[R, N], dy: {0}[R, N]) {{\n m = reduce_mean(x, axes=[1], keepdims=true)"
+          "\n xc = sub(x, m)\n g = mul(dy, xc)\n dg = {1}(g, axes=[0])\n db = {1}(dy, axes=[0], "
+          "keepdims=true)\n return xc, dg, db\n}}\n",
+          dt, op);
+      ir::Graph g = parseOne(text.c_str());
+      for (auto [rows, n] :
+           {std::pair<int64_t, int64_t>{0, 8}, {1, 7}, {3, 33}, {64, 16}, {65, 100}, {1000, 24}}) {
+        ir::Bindings b{{"R", rows}, {"N", n}};
+        ir::Graph opt = passes::runPasses(g);
+        fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+        // One row: the column reductions reduce a size-1 axis (no partials to carry).
+        if (rows > 1) {
+          ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
+          lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+          EXPECT_TRUE(std::any_of(p.phases.begin(), p.phases.end(),
+                                  [](const lower::Phase& ph) { return ph.workers > 0; }))
+              << text << lower::printProgram(p);
+        }
+        Totals t;
+        std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
+        EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
+      }
+    }
+}
+
+// Tall column reductions split their rows over sub-columns (lower/split_rows.h), with an
+// elementwise output computed beside them in the split phase.
+TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
+  for (const char* dt : {"f32", "bf16"})
+    for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+      std::string text = fmt::format(
+          "graph s(h: {0}[R, N], dy: {0}[R, N]) {{\n e = exp(h)\n dh = mul(dy, e)\n"
+          " r = {1}(dh, axes=[0])\n return dh, r\n}}\n",
+          dt, op);
+      ir::Graph g = parseOne(text.c_str());
+      for (auto [rows, n, split] : {std::tuple<int64_t, int64_t, bool>{4096, 40, true},
+                                    {1536, 3, true},
+                                    {300, 40, false}}) {
+        ir::Bindings b{{"R", rows}, {"N", n}};
+        ir::Graph opt = passes::runPasses(g);
+        fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+        ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
+        lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+        EXPECT_EQ(p.phases.size(), split ? 2u : 1u) << text << lower::printProgram(p);
         Totals t;
         std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
         EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
