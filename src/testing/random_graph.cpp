@@ -477,9 +477,25 @@ class Generator {
   void trainingPattern() {
     int x = pickF32(1);
     if (x < 0 || left_ < 6) return unaryPattern();  // dropout makes 6 ops
-    int k = rng_.below(3);
+    int k = rng_.below(4);
     int64_t axis = rng_.below(rank(x));
-    if (k == 0) {
+    // argmax/argmin are composites: only where the options ask for them (the planner's own
+    // tests plan graphs that no pass has decomposed).
+    if (k == 2 && !opt_.composites) k = 3;
+    if (k == 3 && rank(x) < 2) k = 0;
+    if (k == 3) {
+      // A normalization's backward: a row statistic, a value from it per element, and column
+      // reductions of that value and of x over the kept axes (column partials in one kernel).
+      int last = rank(x) - 1;
+      std::vector<int64_t> kept;
+      for (int a = 0; a < last; ++a) kept.push_back(a);
+      int r =
+          op(OpCode::ReduceMean, {x}, {{"axes", std::vector<int64_t>{last}}, {"keepdims", true}});
+      int g = op(OpCode::Mul, {op(OpCode::Sub, {x, r}), x});
+      op(OpCode::ReduceSum, {g}, {{"axes", kept}, {"keepdims", rng_.chance(50)}});
+      op(rng_.chance(50) ? OpCode::ReduceSum : OpCode::ReduceMean, {x},
+         {{"axes", kept}, {"keepdims", rng_.chance(50)}});
+    } else if (k == 0) {
       auto scalar = [&](double v) {
         return op(OpCode::Full, {}, {{"shape", Shape{}}, {"value", v}, {"dtype", DType::I64}});
       };

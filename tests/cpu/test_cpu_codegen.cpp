@@ -138,7 +138,8 @@ std::vector<reference::HostTensor> runCompiled(
 
 struct Totals {
   int graphs = 0, kernels = 0, phases = 0, mismatches = 0, plannerFailures = 0;
-  double buildMs = 0;  // the driver: plan, lower, emit
+  int columnPartials = 0;  // phases carrying column partials (lower/column_partials.h)
+  double buildMs = 0;      // the driver: plan, lower, emit
   rt::cpu::CompileStats stats;
 };
 
@@ -173,6 +174,8 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
   }
   ++totals.graphs;
   totals.kernels += static_cast<int>(plan.kernels.size());
+  for (const lower::KernelProgram& p : build.programs)
+    for (const lower::Phase& ph : p.phases) totals.columnPartials += ph.workers > 0;
   if (!failure.empty()) {
     ++totals.mismatches;
     std::string programs;
@@ -187,7 +190,8 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
 void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
   std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
-            << " phases), " << t.mismatches << " mismatches, " << t.plannerFailures
+            << " phases, " << t.columnPartials << " with column partials), " << t.mismatches
+            << " mismatches, " << t.plannerFailures
             << " plans the driver failed to make; per kernel: plan+lower+emit "
             << t.buildMs / std::max(1, s.kernels) << " ms, parse "
             << s.parseMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
