@@ -10,7 +10,8 @@
 // the headers passed in `headers`, by the exact name it gives them.
 //  - NVRTC: the CUDA built-ins (threadIdx, __syncthreads, __shfl_xor_sync, atomics, math such as
 //    expf/erff) and size_t; no <cstdint> (int64_t and friends are not defined), no cuda_fp16.h
-//    (convert halves with PTX `cvt` or bit operations on unsigned short).
+//    (convert halves with PTX `cvt` or bit operations on unsigned short). Compiled with --minimal
+//    (NVRTC 12.4+): no textures or surfaces, no CUDA runtime types or device-side runtime calls.
 //  - hipRTC (HIP 5.2): hipRTC pre-includes its own runtime header, so with no #include at all
 //    these work: threadIdx/blockIdx/blockDim/gridDim, warpSize, __syncthreads, __syncthreads_count,
 //    __threadfence(_block/_system), __shfl/__shfl_xor/__shfl_up/__shfl_down (optional width),
