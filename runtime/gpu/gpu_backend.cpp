@@ -5,6 +5,7 @@
 
 #include "support/error.h"
 #include "support/logging.h"
+#include "support/parallel.h"
 
 namespace stitch::rt::gpu {
 
@@ -103,8 +104,13 @@ GpuExecutable::GpuExecutable(GpuBackend& backend, const ProgramArtifact& program
       kernels_(program.kernels),
       cooperative_(cooperative),
       arenas_(backend.gpu()) {
+  // A program's kernels compile at once (STITCH_COMPILE_THREADS of them): a cold first run waits
+  // for the slowest kernel rather than for their sum. Each lands at its index, and the first
+  // failing kernel's error is the one reported, whatever the order the compiles finish in.
+  loaded_[0].resize(kernels_.size());
+  parallelForEach(kernels_.size(), compileThreads(),
+                  [&](size_t i) { loaded_[0][i] = backend_.kernel(kernels_[i], 0); });
   for (const KernelArtifact& k : kernels_) {
-    loaded_[0].push_back(backend_.kernel(k, 0));
     // Barrier words for every kernel that has a cooperative entry in some form: whether a
     // form's entry is usable depends on its occupancy, so count them all.
     if (!k.forms.front().cooperative.symbol.empty()) ++cooperativeKernels_;
@@ -127,13 +133,16 @@ void GpuExecutable::run(std::span<const BoundValue> bound, void* stream) {
   std::span<const std::shared_ptr<const GpuKernel>> kernels = loaded_[0];
   if (!aligned) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (loaded_[1].empty())
-      for (const KernelArtifact& k : kernels_) {
-        // The last form makes no assumption about alignment.
+    if (loaded_[1].empty()) {
+      for (const KernelArtifact& k : kernels_)  // the last form assumes no alignment
         STITCH_INTERNAL(!k.forms.back().requiresAlignment, "kernel {} has no unaligned form",
                         k.name);
-        loaded_[1].push_back(backend_.kernel(k, k.forms.size() - 1));
-      }
+      std::vector<std::shared_ptr<const GpuKernel>> any(kernels_.size());
+      parallelForEach(kernels_.size(), compileThreads(), [&](size_t i) {
+        any[i] = backend_.kernel(kernels_[i], kernels_[i].forms.size() - 1);
+      });
+      loaded_[1] = std::move(any);
+    }
     kernels = loaded_[1];
   }
   const GpuArenas::Arena& arena = arenas_.forStream(stream, slots_, cooperativeKernels_);
