@@ -150,6 +150,7 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   Build out;
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
+  planner.candidate = options.planCandidate;
   const fusion::HardwareProfile profile = profileFor(target);
   out.plan = fusion::planGraph(optimized, bindings, profile, planner);
   log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", optimized.name(),

@@ -48,6 +48,7 @@ ir::Graph optimize(const ir::Graph& g);
 
 struct Options {
   fusion::Mode mode = fusion::Mode::Stitch;
+  int planCandidate = 0;  // fusion::PlannerOptions::candidate: 0 is the search's pick
 };
 
 enum class Stage {
