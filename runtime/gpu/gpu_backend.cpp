@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/gpu/device_profile.h"
 #include "support/error.h"
 #include "support/logging.h"
 #include "support/parallel.h"
@@ -30,6 +31,9 @@ GpuBackend::GpuBackend(BackendKind kind, Device* device, DeviceCompiler* compile
   target_.processors = device->smCount();
   target_.warpSize = device->warpSize();
   target_.compiler = compilerId(*compiler_, target_.arch);
+  // The planner prices this very device (driver::profileFor): its limits, and its bandwidth
+  // measured once and cached on disk (device_profile.h).
+  target_.device = probeDeviceProfile(*device_, *compiler_, target_.arch);
   cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
   log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
               target_.arch, target_.processors, target_.warpSize, compiler->name());
