@@ -3,6 +3,8 @@
 // spill figures come from (the ptxas log, or the code object's metadata).
 #include "runtime/gpu/device_compiler.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <mutex>
 
@@ -30,6 +32,12 @@ std::string numberLines(std::string_view source) {
 namespace {
 
 using Program = RtcFunctions::Program;
+
+double threadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 class RtcCompiler : public DeviceCompiler {
  public:
@@ -64,6 +72,7 @@ class RtcCompiler : public DeviceCompiler {
     std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
     if (serialize_) lock.lock();
     auto start = std::chrono::steady_clock::now();
+    const double cpuStart = threadCpuSeconds();
 
     Program program = nullptr;
     int r = fns_.createProgram(&program, source.c_str(), programName.c_str(),
@@ -96,6 +105,7 @@ class RtcCompiler : public DeviceCompiler {
                  fns_.errorString(r));
     binary.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    binary.cpuSeconds = threadCpuSeconds() - cpuStart;
 
     binary.arch = arch;
     binary.log = std::move(compilerLog);

@@ -43,7 +43,9 @@ struct DeviceBinary {
   // Spill traffic the compiler reports (0 none). NVRTC: bytes of spill stores + spill loads over
   // all functions. hipRTC: 4 × spilled VGPRs + SGPRs (see resource_usage.h).
   int64_t spillBytes = 0;
-  double seconds = 0;  // compile wall time
+  double seconds = 0;     // compile wall time
+  double cpuSeconds = 0;  // CPU time of the compiling thread meanwhile: on a loaded machine, the
+                          // compile's own cost without the waits for a core
 };
 
 // A header the source includes by name, e.g. {"stitch/reduce.cuh", "..."}.

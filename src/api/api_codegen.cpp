@@ -53,9 +53,10 @@ std::string codegenText(const api::PlannedGraph& p, const std::string& target, c
     }
     int block = code.phases.empty() ? 0 : code.phases.front().block;
     text += fmt::format(
-        "  {}, block {}: compiled by {} in {:.1f} ms, {} registers, {} bytes spilled, {} bytes of "
-        "code\n",
-        summary, block, r.compiler, r.seconds * 1e3, r.registers, r.spillBytes, r.codeBytes);
+        "  {}, block {}: compiled by {} in {:.1f} ms ({:.1f} ms CPU), {} registers, {} bytes "
+        "spilled, {} bytes of code\n",
+        summary, block, r.compiler, r.seconds * 1e3, r.cpuSeconds * 1e3, r.registers, r.spillBytes,
+        r.codeBytes);
   }
   return text;
 }

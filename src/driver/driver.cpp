@@ -247,6 +247,7 @@ CompileReport compileOffline(const rt::KernelArtifact& k, const rt::Target& targ
   rt::gpu::DeviceBinary bin = rt::gpu::compileCode(k.forms.at(0), target.arch, *c);
   r.compiler = std::string(c->name());
   r.seconds = bin.seconds;
+  r.cpuSeconds = bin.cpuSeconds;
   r.registers = bin.registers;
   r.spillBytes = bin.spillBytes;
   r.codeBytes = static_cast<int64_t>(bin.bytes.size());

@@ -91,7 +91,8 @@ rt::Target offlineTarget(const std::string& name, std::string* why = nullptr);
 struct CompileReport {
   std::string compiler;  // "nvrtc", "hiprtc", "LLVM ORC"
   double seconds = 0;
-  int registers = -1;  // GPU, -1 when unknown
+  double cpuSeconds = -1;  // GPU: the compiling thread's CPU time (-1 when unknown)
+  int registers = -1;      // GPU, -1 when unknown
   int64_t spillBytes = 0;
   int64_t codeBytes = -1;  // -1 when unknown (the host's cached path)
 };
