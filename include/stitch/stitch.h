@@ -377,8 +377,8 @@ STITCH_API stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, voi
  *   "fusion": stitch | basic | off   (default: $STITCH_FUSION, else stitch)
  *   "plan_candidate": as for stitch_graph_explain_plan (default 0, the planner's pick)
  *   "emit":   report (default): one line per kernel (phases, block size, compile time: wall
- *             and the compiling thread's CPU time, registers, spilled bytes, binary size); source: the generated CUDA/HIP C++ (or
- *             LLVM IR for host) of every kernel.
+ *             and the compiling thread's CPU time, registers, spilled bytes, binary size);
+ *             source: the generated CUDA/HIP C++ (or LLVM IR for host) of every kernel.
  * A kernel that fails to compile fails the call with STITCH_ERROR_COMPILE; its message carries
  * the compiler log and the generated source. A compiler library that cannot be loaded (NVRTC,
  * hipRTC; LLVM in a build without it) is STITCH_ERROR_BACKEND_UNAVAILABLE. Output as by
