@@ -172,10 +172,12 @@ def parse_summaries(text: str) -> list[dict]:
 
 
 def stitch_run(stitch: str, file: Path, graph: str, backend: str, iters: int, env: dict[str, str],
-               seed: int = 0, timeout_s: float | None = None) -> StitchRun:
-    """`stitch run FILE --graph G --backend B --iters K --seed S` with extra environment `env`."""
+               seed: int = 0, timeout_s: float | None = None,
+               extra_args: list[str] | None = None) -> StitchRun:
+    """`stitch run FILE --graph G --backend B --iters K --seed S [EXTRA...]` with extra
+    environment `env`."""
     cmd = [stitch, "run", str(file), "--graph", graph, "--backend", backend, "--iters", str(iters),
-           "--seed", str(seed)]
+           "--seed", str(seed)] + (extra_args or [])
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=dict(os.environ, **env), stdout=subprocess.PIPE,

@@ -1,4 +1,5 @@
-// stitch/stitch.cuh: everything a generated kernel includes.
+// stitch/stitch.cuh: every device template at once. Generated kernels include only the ones they
+// use (codegen::deviceIncludes); this is for code written by hand (tests, experiments).
 #pragma once
 #include "stitch/grid.cuh"
 #include "stitch/math.cuh"

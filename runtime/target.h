@@ -6,6 +6,7 @@
 // planner's hardware profile.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,24 @@ struct GpuCompilerId {
   std::vector<std::string> options;  // what the compiler passes for the target's arch
 };
 
+// What a GPU backend read from its device and measured on it (runtime/gpu/device_profile.h), for
+// the planner's hardware profile (driver::profileFor). Zero means unknown: the arch's built-in
+// figure stands (always so when compiling without a device).
+struct DeviceProfile {
+  std::string name;    // "NVIDIA H100 80GB HBM3"
+  std::string driver;  // the driver's version number ("13000"): with the name, what the
+                       // measurement is cached under
+  int maxThreadsPerProcessor = 0;
+  int maxBlocksPerProcessor = 0;
+  int maxThreadsPerBlock = 0;
+  int registersPerProcessor = 0;         // 32-bit registers
+  int64_t sharedMemoryPerProcessor = 0;  // bytes
+  int64_t sharedMemoryPerBlock = 0;      // bytes, the opt-in maximum
+  double clockHz = 0;                    // the SM clock the driver reports
+  double memoryBandwidth = 0;            // bytes/s (read + written) a copy kernel reaches: measured
+  bool operator==(const DeviceProfile&) const = default;
+};
+
 struct Target {
   BackendKind kind = BackendKind::Cpu;
   std::string arch = "host";  // "host", "sm_90", "gfx90a"
@@ -50,6 +69,8 @@ struct Target {
   HostCompileOptions hostOptions;
   // Cuda, Hip: the run-time compiler (name empty when there is none: source only).
   GpuCompilerId compiler;
+  // Cuda, Hip: the device's own figures (all zero without a device).
+  DeviceProfile device;
 };
 
 }  // namespace stitch::rt

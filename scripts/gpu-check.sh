@@ -5,7 +5,11 @@
 #           dependencies in .deps (../shared/tools/offline-deps.sh .deps, run where apt works);
 # tests:    the `gpu`-labelled tests (every example and 500 random graphs on cuda vs the reference);
 # examples: `stitch run EXAMPLE --backend cuda --check --iters 20` for every example;
-# bench:    the GPU benchmark (bench/gpu/run.py) into OUTDIR/gpu.md and OUTDIR/gpu.json;
+# bench:    the GPU benchmark (bench/gpu/run.py) into OUTDIR/gpu.md and OUTDIR/gpu.json: every graph
+#           against PyTorch, the cost model's pick against its runner-up plans and basic (measured),
+#           NVRTC's cold compile time per kernel for the device's arch, and first runs with serial
+#           vs parallel compiles (STITCH_BENCH_ARGS adds run.py options, e.g. "--iters 50" or
+#           "--sections cost,compile");
 # torch:    with the machine's python3 (PyTorch 2.x; transformers if present, else the model tests
 #           skip): python/tests/torch2 on CUDA tensors (STITCH_TEST_DEVICE=cuda), then the
 #           training-step benchmark (bench/torch/train_step.py: eager vs Inductor vs
@@ -50,8 +54,10 @@ for stage in $stages; do
       grep -cE 'check .*: (ok|match)' "$out/examples.log" | sed 's/^/checks passed: /'
       ;;
     bench)
+      # shellcheck disable=SC2086  # STITCH_BENCH_ARGS is a list of options
       python3 bench/gpu/run.py --stitch build/gpu/tools/stitch --out "$out/gpu.md" \
-        --json "$out/gpu.json" >"$out/bench.log" 2>&1 || failed=$((failed + 1))
+        --json "$out/gpu.json" ${STITCH_BENCH_ARGS:-} >"$out/bench.log" 2>&1 || failed=$((failed + 1))
+      grep -E "within 5% of the fastest|^\| [0-9]+ \| [0-9.]+ \|" "$out/gpu.md" 2>/dev/null
       tail -30 "$out/gpu.md" 2>/dev/null
       ;;
     torch)

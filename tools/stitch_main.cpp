@@ -2,8 +2,11 @@
 // interpreter, and demo the library on a transformer layer's memory-bound parts.
 //
 //   stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S] [--iters K]
+//                   [--plan-candidate K]
 //   stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--format F]
+//                    [--plan-candidate K]
 //   stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--emit E]
+//                       [--plan-candidate K]
 //   stitch demo [--backend B] [--iters K]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
@@ -14,7 +17,9 @@
 // order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
 // example runs as written; --dim for a symbol that no selected graph has is an error. On a GPU
 // backend `run` stages the seeded host inputs in device memory, and --iters times batches of up
-// to 10 back-to-back runs, each ended by one synchronize (see runGraph).
+// to 10 back-to-back runs, each ended by one synchronize (see runGraph). --plan-candidate K runs
+// (plans, compiles) the planner's K-th next best plan instead of its pick: bench/gpu/run.py
+// measures alternative plans with it to check the cost model's ranking on the hardware.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -64,12 +69,15 @@ struct UsageError {
 
 const char* kUsage =
     "usage: stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S]\n"
-    "                       [--iters K]\n"
+    "                       [--iters K] [--plan-candidate K]\n"
     "       stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
     "                        [--fusion stitch|basic|off] [--format text|dot|json]\n"
+    "                        [--plan-candidate K]\n"
     "       stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target "
     "sm_90|sm_80|gfx90a|host]\n"
     "                           [--fusion stitch|basic|off] [--emit report|source]\n"
+    "                           [--plan-candidate K]\n"
+    "--plan-candidate K: the planner's K-th next best plan instead of its pick (0)\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
@@ -80,6 +88,7 @@ struct Options {
   std::map<std::string, int64_t> dims;
   std::optional<std::string> backend;
   std::map<std::string, std::string> planOptions;  // target, fusion, format, emit
+  std::optional<std::string> planCandidate;        // --plan-candidate (every command but demo)
   bool check = false;
   uint64_t seed = 0;
   int iters = 0;
@@ -107,6 +116,7 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
     else if (a == "--check") o.check = true;
     else if (a == "--target" || a == "--fusion" || a == "--format" || a == "--emit")
       o.planOptions[a.substr(2)] = value();
+    else if (a == "--plan-candidate") o.planCandidate = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parseInt(value(), "--seed", 0));
     else if (a == "--iters") o.iters = static_cast<int>(parseInt(value(), "--iters", 1));
     else if (a == "--dim") {
@@ -127,9 +137,11 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
   return o;
 }
 
-Engine makeEngine(const std::optional<std::string>& backend) {
+Engine makeEngine(const std::optional<std::string>& backend,
+                  const std::optional<std::string>& planCandidate = std::nullopt) {
   std::map<std::string, std::string> opts;
   if (backend) opts["backend"] = *backend;
+  if (planCandidate) opts["plan_candidate"] = *planCandidate;
   return Engine(opts);
 }
 
@@ -323,6 +335,8 @@ void rejectOptions(const Options& o, const char* cmd, bool planFlags, bool runFl
   }
   if (!runFlags && (o.backend || o.check || o.iters))
     throw UsageError{fmt::format("--backend, --check and --iters are options of `stitch run`")};
+  if (o.planCandidate && c == "demo")
+    throw UsageError{"--plan-candidate is not an option of `stitch demo`"};
 }
 
 int cmdRun(const std::vector<std::string>& args) {
@@ -330,7 +344,7 @@ int cmdRun(const std::vector<std::string>& args) {
   rejectOptions(o, "run", false, true);
   Module m = Module::parseFile(o.file);
   std::vector<Graph> graphs = selectGraphs(m, o);
-  Engine engine = makeEngine(o.backend);
+  Engine engine = makeEngine(o.backend, o.planCandidate);
   bool ok = true;
   for (const Graph& g : graphs) ok = runOne(engine, g, o) && ok;
   return ok ? kOk : kMismatch;
@@ -341,6 +355,8 @@ int cmdExplain(const std::vector<std::string>& args, const char* cmd) {
   Options o = parseOptions(args, /*wantFile=*/true);
   rejectOptions(o, cmd, true, false);
   bool codegen = std::string(cmd) == "codegen";
+  std::map<std::string, std::string> options = o.planOptions;
+  if (o.planCandidate) options["plan_candidate"] = *o.planCandidate;
   Module m = Module::parseFile(o.file);
   for (const Graph& g : selectGraphs(m, o)) {
     std::map<std::string, int64_t> sizes;
@@ -358,8 +374,7 @@ int cmdExplain(const std::vector<std::string>& args, const char* cmd) {
         }
       }
     std::fflush(stderr);
-    fmt::print("{}",
-               codegen ? g.codegen(o.planOptions, sizes) : g.explainPlan(o.planOptions, sizes));
+    fmt::print("{}", codegen ? g.codegen(options, sizes) : g.explainPlan(options, sizes));
     std::fflush(stdout);
   }
   return kOk;

@@ -31,6 +31,21 @@ Design
   - Every figure comes from a measurement of this run; what cannot be measured is "n/a" with
     the reason in the notes. Raw figures (every timed iteration of the peers) go to --json.
 
+Two more sections (--sections main,cost,compile; all by default):
+  - cost: the cost model against the hardware. For every graph and dtype (and every graph in
+    bench/gpu/graphs the table below does not describe, at its file's shapes), the planner's pick,
+    its next best plans (`stitch run --plan-candidate k`, k < --candidates: the distinct plans its
+    search evaluated, ranked by the model) and STITCH_FUSION=basic are each run with
+    `stitch run --iters --cost-iters`; the model's own estimate of each comes from the plan the run
+    dumped (STITCH_DUMP=plan: priced with the profile of the device the run used, measured
+    bandwidth included). The table says how often the pick is within 5% of the fastest measured
+    plan, and whether the model ranks the fastest first.
+  - compile: `stitch codegen FILE --target ARCH --emit report` for every example and bench graph
+    file, one process per file: NVRTC's cold compile time of every kernel (no device needed, so a
+    smoke run measures the host it runs on), the first kernel of each process apart (it also pays
+    NVRTC's start-up); on a GPU backend also each f32 graph's first run under STITCH_FUSION=off
+    (many kernels) with STITCH_COMPILE_THREADS=1 against the default parallel compiles.
+
 --smoke runs the same flow with no GPU: tiny shapes (the .stitch files rewritten into a temp
 dir), few iterations, Stitch on --backend cpu (the reference interpreter when cpu is not built),
 torch on the CPU with whatever PyTorch imports (this interpreter, .venv-bench, or Debian's
@@ -46,6 +61,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -161,6 +177,7 @@ GRAPHS = [
           {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, dtypes=("f32",), suite="training"),
 ]
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
+SECTIONS = ("main", "cost", "compile")
 
 # ------------------------------------------------------------------------------------------------
 # The same math in PyTorch. Read with the graph files: composites map to PyTorch's library op
@@ -559,9 +576,11 @@ def device_line(dev: dict | None, torch_res: dict | None, minfo: dict) -> str:
     return s + f"; {host}."
 
 
-def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, tres, wall_s) -> str:
+def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, tres, wall_s,
+                 sections: list[str], extra: list[str]) -> str:
     L = []
-    title = "## GPU kernels: Stitch vs PyTorch eager and torch.compile"
+    title = ("## GPU kernels: Stitch vs PyTorch eager and torch.compile" if "main" in sections
+             else "## GPU kernels: Stitch's " + " and ".join(s for s in sections))
     L += [title + (" (SMOKE: tiny shapes on the CPU, not a benchmark)" if a.smoke else ""), ""]
     L += ["Command:", "", "```sh", command, "```", ""]
     L.append(device_line(dev, tres, minfo))
@@ -569,6 +588,13 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, t
     L.append(f"Date {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; the whole run "
              f"took {wall_s:.0f} s. Versions: " + "; ".join(f"{k} {v}" for k, v in versions.items()) + ".")
     L.append("")
+    if "main" not in sections:
+        L += extra
+        if notes:
+            L += ["", "Notes:", ""]
+            L += [f"- {n}" for n in notes]
+        L.append("")
+        return "\n".join(L)
     L.append(f"Method: medians of {a.iters} timed runs per contender. PyTorch eager and torch.compile "
              f"(Inductor, default mode, compiled once per graph and dtype, `dynamic=False`): "
              f"{a.warmup} warm-up call{'s' if a.warmup != 1 else ''}, then "
@@ -641,11 +667,252 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, t
              "each rounding to the dtype as Stitch's primitives do. adam_step is f32 only: its literals "
              "would round to bf16 in a bf16 graph, which no PyTorch code computes. torch.compile may keep "
              "bf16 intermediates in f32 (Inductor's default), hence its small bf16 differences.")
+    L += extra
     if notes:
         L += ["", "Notes:", ""]
         L += [f"- {n}" for n in notes]
     L.append("")
     return "\n".join(L)
+
+
+# ------------------------------------------------------------------------------------------------
+# The cost model against the hardware: the planner's pick, its runner-up plans and basic, measured
+# ------------------------------------------------------------------------------------------------
+
+TOTALS_RE = re.compile(r"^totals: (\d+) kernels?, [^,]+, ([0-9.eE+-]+) µs", re.M)
+NO_CANDIDATE = "no candidate"
+
+
+@dataclass
+class CostCase:
+    """One graph of the cost-model table: a file, a graph in it, its dtype (for the table) and
+    its minimal traffic when known (None for a graph the driver's table does not describe)."""
+
+    name: str
+    dtype: str
+    file: Path
+    graph: str
+    min_bytes: int | None
+
+
+def extra_graphs(covered: set[str]) -> list[tuple[Path, str]]:
+    """Graphs in bench/gpu/graphs that GRAPHS does not describe (suites added later): measured by
+    the cost-model and compile sections at their file's shapes, with no PyTorch peer."""
+    out = []
+    for f in sorted(GRAPH_DIR.glob("*.stitch")):
+        for name in re.findall(r"^graph\s+(\w+)\s*\(", f.read_text(), re.M):
+            if name not in covered:
+                out.append((f, name))
+    return out
+
+
+def plan_totals(dump_dir: Path) -> tuple[int | None, float | None]:
+    """(kernels, modeled µs) from the plan STITCH_DUMP=plan wrote: the plan as the engine made it,
+    priced with the profile the run used (the device's own, on a GPU)."""
+    for f in sorted(dump_dir.glob("*.plan.txt")):
+        m = TOTALS_RE.search(f.read_text())
+        if m:
+            return int(m.group(1)), float(m.group(2))
+    return None, None
+
+
+def measure_cost_model(stitch: str, backend: str, cases: list[CostCase], a, tmp: Path,
+                       notes: list[str]) -> list[dict]:
+    """Per case: the planner's pick (candidate 0), its next best K-1 plans (--plan-candidate k,
+    fewer when the search saw fewer) and STITCH_FUSION=basic, each run by `stitch run --iters`
+    with STITCH_DUMP=plan for the model's own estimate. One kernel cache per case: a kernel shared
+    by two plans compiles once (compile time is outside the timed runs anyway)."""
+    rows = []
+    for c in cases:
+        log(f"cost model {c.name}")
+        cache = Path(tempfile.mkdtemp(dir=tmp, prefix="cost-cache-"))
+        variants = [(f"candidate {k}", "stitch", k) for k in range(a.candidates)] + [("basic", "basic", 0)]
+        row = {"graph": c.name, "dtype": c.dtype, "bytes": c.min_bytes, "variants": [], "searched": None}
+        for label, fusion, k in variants:
+            dump = Path(tempfile.mkdtemp(dir=tmp, prefix="plan-"))
+            env = {"STITCH_FUSION": fusion, "STITCH_CACHE_DIR": str(cache), "STITCH_DUMP": "plan",
+                   "STITCH_DUMP_DIR": str(dump)}
+            r = stitch_run(stitch, c.file, c.graph, backend, a.cost_iters, env, a.seed, a.stitch_timeout,
+                           ["--plan-candidate", str(k)] if k else None)
+            if r.error and NO_CANDIDATE in r.error:
+                row["searched"] = k  # the search offered k plans: 0 .. k-1
+                continue
+            if r.error:
+                notes.append(f"cost model, {c.name} {label}: {r.error}")
+                continue
+            kernels, model_us = plan_totals(dump)
+            row["variants"].append({"label": label, "fusion": fusion, "candidate": k, "ms": r.median_ms,
+                                    "min_ms": r.min_ms, "kernels": kernels, "model_us": model_us})
+        v = row["variants"]
+        measured = [x for x in v if x["ms"]]
+        pick = next((x for x in v if x["label"] == "candidate 0"), None)
+        if pick and measured:
+            fastest = min(measured, key=lambda x: x["ms"])
+            row["fastest"] = fastest["label"]
+            row["pick_vs_fastest"] = pick["ms"] / fastest["ms"]
+            row["within_5pct"] = pick["ms"] <= 1.05 * fastest["ms"]
+            modeled = [x for x in v if x["model_us"] is not None and x["ms"]]
+            if modeled:  # the plan the model ranks first among those measured, measured
+                row["model_best"] = min(modeled, key=lambda x: x["model_us"])["label"]
+        rows.append(row)
+    return rows
+
+
+def cost_model_report(rows: list[dict], a, backend: str, smoke: bool) -> list[str]:
+    L = ["", "### Cost model: the planner's pick against the alternatives, measured", ""]
+    L.append(f"Each cell: measured median ms of `stitch run --backend {backend} --iters {a.cost_iters}` "
+             "(compile excluded) / the cost model's estimate in µs (its own plan dump, STITCH_DUMP=plan, "
+             "priced with the profile of the device the run used) / kernels. Candidate 0 is the planner's "
+             "pick; candidate k (`--plan-candidate k`) its k-th next best distinct plan by the model; basic "
+             "is STITCH_FUSION=basic. A missing candidate (—): the search evaluated fewer plans. 'pick / "
+             "fastest': the pick's time over the fastest measured plan's; the pick is 'within 5%' when "
+             "that is at most 1.05." + (" SMOKE: tiny shapes on the CPU; the figures say nothing about a GPU."
+                                       if smoke else ""))
+    L.append("")
+    labels = [f"candidate {k}" for k in range(a.candidates)] + ["basic"]
+    L.append("| graph | dtype | " + " | ".join(labels) + " | fastest | pick / fastest | within 5% | model's best |")
+    L.append("|:--|:--|" + "--:|" * len(labels) + ":--|--:|:--|:--|")
+    for r in rows:
+        by = {x["label"]: x for x in r["variants"]}
+
+        def cell(label):
+            x = by.get(label)
+            if not x:
+                return "—" if r.get("searched") is not None and label.startswith("candidate") else "n/a"
+            model = "n/a" if x["model_us"] is None else f"{x['model_us']:.4g}"
+            return f"{fmt_ms(x['ms'])} / {model} / {x['kernels'] if x['kernels'] is not None else 'n/a'}"
+
+        ratio = r.get("pick_vs_fastest")
+        L.append(f"| {r['graph']} | {r['dtype']} | " + " | ".join(cell(l) for l in labels) + " | "
+                 f"{r.get('fastest', 'n/a')} | {'n/a' if ratio is None else f'{ratio:.3f}'} | "
+                 f"{'n/a' if 'within_5pct' not in r else ('yes' if r['within_5pct'] else '**no**')} | "
+                 f"{r.get('model_best', 'n/a')} |")
+    judged = [r for r in rows if "within_5pct" in r]
+    within = sum(r["within_5pct"] for r in judged)
+    alternatives = sum(1 for r in judged if len(r["variants"]) > 1)
+    agree = sum(1 for r in judged if r.get("model_best") == r.get("fastest"))
+    L.append("")
+    L.append(f"The planner's pick is within 5% of the fastest measured plan in **{within} of {len(judged)}** "
+             f"graph/dtype cases ({alternatives} of them had an alternative to measure); the model ranks "
+             f"the measured fastest plan first in {agree} of {len(judged)}.")
+    return L
+
+
+# ------------------------------------------------------------------------------------------------
+# Cold compile: NVRTC per kernel, and a program's first run with parallel compiles
+# ------------------------------------------------------------------------------------------------
+
+KERNEL_RE = re.compile(r"^\s+kernel (\d+): .* compiled by (\w+) in ([0-9.]+) ms(?: \(([0-9.]+) ms CPU\))?",
+                       re.M)
+
+
+def measure_compile(stitch: str, arch: str, files: list[Path], repeats: int, notes: list[str],
+                    timeout_s: float) -> dict:
+    """`stitch codegen FILE --target ARCH --emit report` for each file, one process per file: the
+    run-time compiler's time for every kernel of every graph (no device, no kernel cache: each is a
+    cold compile). The first kernel of each process also pays NVRTC's own start-up. With repeats >
+    1, every file's process runs that many times (the files taking turns, so a burst of other load
+    hits all alike) and each kernel's figure is its median."""
+    runs: dict[Path, list[list[float]]] = {f: [] for f in files}
+    for r in range(repeats):
+        for f in files:
+            log(f"compile {f.name} for {arch} ({r + 1} of {repeats})")
+            try:
+                p = subprocess.run([stitch, "codegen", str(f), "--target", arch, "--emit", "report"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   timeout=timeout_s, env=dict(os.environ, STITCH_FUSION="stitch"))
+            except subprocess.TimeoutExpired:
+                notes.append(f"compile times: {f.name} stopped after {timeout_s:.0f} s")
+                continue
+            if p.returncode != 0:
+                notes.append(f"compile times: `stitch codegen {f.name}` exited {p.returncode}: "
+                             f"{(p.stderr.strip().splitlines() or [''])[-1][:200]}")
+                continue
+            kernels = list(KERNEL_RE.finditer(p.stdout))
+            runs[f].append([(float(m.group(3)), float(m.group(4)) if m.group(4) else None) for m in kernels])
+    out = {"arch": arch, "repeats": repeats, "files": []}
+    for f, rs in runs.items():
+        if rs and all(len(x) == len(rs[0]) for x in rs):
+            n = len(rs[0])
+            cpu = [[x[i][1] for x in rs] for i in range(n)]
+            out["files"].append({"file": str(f.relative_to(REPO)), "runs": rs,
+                                 "ms": [med([x[i][0] for x in rs]) for i in range(n)],
+                                 "cpu_ms": [med(c) if None not in c else None for c in cpu]})
+    return out
+
+
+def measure_parallel_first_runs(stitch: str, backend: str, cases, files, a, tmp: Path) -> list[dict]:
+    """A program's first run (plan, compile every kernel, one run) with STITCH_FUSION=off, where
+    programs have many kernels, compiled one at a time (STITCH_COMPILE_THREADS=1) and in parallel
+    (the default), each with a fresh kernel cache."""
+    rows = []
+    for g, dt in cases:
+        key = g.graph_name(dt)
+        row = {"graph": g.name, "dtype": dt}
+        for label, threads in (("serial", "1"), ("parallel", None)):
+            env = {"STITCH_FUSION": "off", "STITCH_CACHE_DIR": tempfile.mkdtemp(dir=tmp, prefix="par-")}
+            if threads:
+                env["STITCH_COMPILE_THREADS"] = threads
+            r = stitch_run(stitch, files[g.name], key, backend, 1, env, a.seed, a.stitch_timeout)
+            row[label] = None if r.error else r.first_ms
+            row["kernels"] = r.kernels_compiled
+        rows.append(row)
+    return rows
+
+
+def compile_report(comp: dict, par: list[dict], notes_extra: list[str], smoke: bool) -> list[str]:
+    L = ["", f"### Cold compile: {comp['arch']}", ""]
+    all_ms = [m for f in comp["files"] for m in f["ms"]]
+    first = [f["ms"][0] for f in comp["files"] if f["ms"]]
+    rest = [m for f in comp["files"] for m in f["ms"][1:]]
+    if not all_ms:
+        return L + ["No kernel compiled (see notes)."]
+
+    def pct(xs, q):
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else None
+
+    L.append(f"`stitch codegen FILE --target {comp['arch']} --emit report` for every example and every "
+             "bench graph file, one process per file (every graph in it; fusion stitch; `codegen` compiles "
+             "every kernel, no kernel cache): the run-time compiler's wall time per kernel as Stitch "
+             "reports it (program creation to code, compile options included)"
+             + (f", the median of {comp['repeats']} processes per file." if comp["repeats"] > 1 else ".")
+             + (" On this host CPU: NVRTC needs no GPU, so these figures are real for the CPU they ran on."
+                if smoke else ""))
+    L.append("")
+    all_cpu = [c for f in comp["files"] for c in f.get("cpu_ms") or [] if c is not None]
+
+    def summary(what, xs, firsts, rests):
+        return (f"| {what} | {len(xs)} | {pct(xs, .5):.1f} | {pct(xs, .9):.1f} | {max(xs):.1f} | "
+                f"{sum(m <= 50 for m in xs)} of {len(xs)} | {pct(firsts, .5):.1f} | "
+                f"{pct(rests, .5) if rests else float('nan'):.1f} |")
+
+    L.append("| time | kernels | median ms | p90 ms | max ms | ≤ 50 ms | first kernel of a process, median ms | "
+             "later kernels, median ms |")
+    L.append("|:--|--:|--:|--:|--:|--:|--:|--:|")
+    L.append(summary("wall", all_ms, first, rest))
+    if all_cpu and len(all_cpu) == len(all_ms):
+        L.append(summary("CPU (compiling thread)", all_cpu,
+                         [f["cpu_ms"][0] for f in comp["files"] if f["cpu_ms"]],
+                         [c for f in comp["files"] for c in f["cpu_ms"][1:]]))
+    L.append("")
+    L.append("| file | kernels | wall ms per kernel (in order) | CPU ms |")
+    L.append("|:--|--:|:--|:--|")
+    for f in comp["files"]:
+        cpu = ", ".join("n/a" if c is None else f"{c:.0f}" for c in f.get("cpu_ms") or [])
+        L.append(f"| {f['file']} | {len(f['ms'])} | {', '.join(f'{m:.0f}' for m in f['ms'])} | {cpu or 'n/a'} |")
+    if par:
+        L += ["", "A program's first run (plan, compile, load, one run) with STITCH_FUSION=off (one kernel "
+              "per op, so many kernels), a fresh kernel cache each: kernels compiled one at a time "
+              "(STITCH_COMPILE_THREADS=1) and in parallel (the default, min(8, cores)).", ""]
+        L.append("| graph | dtype | kernels | serial ms | parallel ms | speedup |")
+        L.append("|:--|:--|--:|--:|--:|--:|")
+        for r in par:
+            sp = r["serial"] / r["parallel"] if r.get("serial") and r.get("parallel") else None
+            L.append(f"| {r['graph']} | {r['dtype']} | {r.get('kernels', 'n/a')} | {fmt_ms(r.get('serial'))} | "
+                     f"{fmt_ms(r.get('parallel'))} | {fmt_x(sp)} |")
+    L += notes_extra
+    return L
 
 
 # ------------------------------------------------------------------------------------------------
@@ -705,6 +972,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="input seed, as `stitch run --seed`")
     ap.add_argument("--stitch-timeout", type=float, default=120, help="seconds per `stitch run` (default 120)")
     ap.add_argument("--peer-timeout", type=float, default=480, help="seconds per peer process (default 480)")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help="comma list of " + ", ".join(SECTIONS) + " (default all): main = the table against "
+                    "PyTorch; cost = the cost model's pick against its runner-ups and basic, measured; "
+                    "compile = NVRTC's time per kernel and parallel first runs")
+    ap.add_argument("--candidates", type=int, default=4,
+                    help="cost section: the planner's pick and its next best plans, K in all (default 4)")
+    ap.add_argument("--cost-iters", type=int, help="cost section: timed runs per plan (default 30; smoke 3)")
+    ap.add_argument("--compile-target", help="compile section: the arch (default the device's, else sm_90)")
+    ap.add_argument("--compile-repeats", type=int, default=1,
+                    help="compile section: processes per file; each kernel's median (default 1)")
     # Worker mode.
     ap.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)
     ap.add_argument("--job", type=Path, help=argparse.SUPPRESS)
@@ -717,6 +994,13 @@ def main() -> int:
     t_start = time.perf_counter()
     a.out, a.json = caller_path(a.out), caller_path(a.json)
     a.iters = a.iters or (3 if a.smoke else 100)
+    a.cost_iters = a.cost_iters or (3 if a.smoke else 30)
+    sections = [x for x in a.sections.split(",") if x]
+    for x in sections:
+        if x not in SECTIONS:
+            raise SystemExit(f"bench: unknown section {x} (have {', '.join(SECTIONS)})")
+    if a.candidates < 1:
+        raise SystemExit("bench: --candidates must be at least 1 (the planner's pick)")
     a.warmup = a.warmup or (1 if a.smoke else 5)
     a.dtypes = [d for d in a.dtypes.split(",") if d]
     for d in a.dtypes:
@@ -775,7 +1059,7 @@ def main() -> int:
 
     # 2. PyTorch eager and torch.compile.
     t0 = time.perf_counter()
-    tres = run_peer(DRIVER, "torch", torch_python, job, tmp, notes, a.peer_timeout)
+    tres = run_peer(DRIVER, "torch", torch_python, job, tmp, notes, a.peer_timeout) if "main" in sections else None
     log(f"torch peer: {time.perf_counter() - t0:.1f} s")
     if tres:
         versions["PyTorch"] = f"{tres['version']} ({torch_python})"
@@ -790,7 +1074,7 @@ def main() -> int:
     # 3. Stitch, fused and one kernel per op; then each row's figures.
     t0 = time.perf_counter()
     rows, raw = [], []
-    for g, dt in cases:
+    for g, dt in (cases if "main" in sections else []):
         key = g.graph_name(dt)
         sh = g.shapes(a.smoke)
         row = {"graph": g.name, "dtype": dt, "bytes": g.min_bytes(dt, a.smoke), "ms": {}, "kernels": {},
@@ -841,11 +1125,48 @@ def main() -> int:
         raw.append({"key": key, "inputs": sh, "outputs": g.outputs(sh), "stitch": stitch_raw,
                     "torch": tc})
     log(f"stitch: {time.perf_counter() - t0:.1f} s")
-    if not a.smoke and copy is None:
+    if not a.smoke and copy is None and "main" in sections:
         notes.append("no % of copy: the copy peer did not run")
 
+    # 4. The cost model's pick against the alternatives it ranked lower, measured.
+    extra, cost_rows, comp, par = [], [], None, []
+    if "cost" in sections and stitch_ok:
+        t0 = time.perf_counter()
+        covered = {g.graph_name(dt) for g in GRAPHS for dt in g.dtypes}
+        cost_cases = [CostCase(g.name, dt, files[g.name], g.graph_name(dt), g.min_bytes(dt, a.smoke))
+                      for g, dt in cases]
+        if not a.graphs:
+            found = extra_graphs(covered)
+            if a.smoke and found:
+                notes.append("cost model: graphs without smoke shapes in the driver's table are not run in a "
+                             "smoke run: " + ", ".join(n for _, n in found))
+            elif found:
+                cost_cases += [CostCase(n, n.rsplit("_", 1)[-1] if n.rsplit("_", 1)[-1] in DTYPE_BYTES else "",
+                                        f, n, None) for f, n in found]
+        cost_rows = measure_cost_model(stitch, backend, cost_cases, a, tmp, notes)
+        extra += cost_model_report(cost_rows, a, backend, a.smoke)
+        log(f"cost model: {time.perf_counter() - t0:.1f} s")
+
+    # 5. Cold compiles: NVRTC per kernel (no device needed), parallel first runs (a GPU backend).
+    if "compile" in sections and stitch_ok:
+        t0 = time.perf_counter()
+        arch = a.compile_target or (f"sm_{dev['capability'].replace('.', '')}"
+                                    if dev and dev.get("type") == "cuda" else "sm_90")
+        comp_files = sorted((REPO / "examples").glob("*.stitch")) + sorted(GRAPH_DIR.glob("*.stitch"))
+        comp = measure_compile(stitch, arch, comp_files, a.compile_repeats, notes, a.stitch_timeout)
+        par_notes = []
+        if backend in ("cuda", "hip"):
+            par = measure_parallel_first_runs(stitch, backend, [(g, dt) for g, dt in cases if dt == "f32"],
+                                              files, a, tmp)
+        else:
+            par_notes = ["", f"(No parallel first-run comparison: the `{backend}` backend does not compile "
+                         "GPU kernels; STITCH_COMPILE_THREADS applies to cuda and hip.)"]
+        extra += compile_report(comp, par, par_notes, a.smoke)
+        log(f"compile: {time.perf_counter() - t0:.1f} s")
+
     wall_s = time.perf_counter() - t_start
-    report = build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, tres, wall_s)
+    report = build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, tres, wall_s,
+                          sections, extra)
     print(report)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -858,6 +1179,7 @@ def main() -> int:
             "wall_s": wall_s, "device": dev, "host": minfo, "versions": versions, "backend": backend,
             "stitch": stitch, "torch_python": torch_python, "iters": a.iters, "warmup": a.warmup, "seed": a.seed,
             "copy": {"derived": copy, "raw": (cres or {}).get("copies")}, "rows": rows, "raw": raw,
+            "sections": sections, "cost_model": cost_rows, "compile": comp, "parallel_first_runs": par,
             "notes": notes}, indent=1))
         log(f"json: {a.json}")
     if a.smoke:

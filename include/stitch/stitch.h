@@ -220,6 +220,9 @@ STITCH_API stitch_graph_t stitch_module_find_graph(stitch_module_t module, const
  * CSE, DCE), as a program would. Options are key/value strings:
  *   "target": sm_90 (default) | sm_80 | gfx90a | host    the hardware profile priced
  *   "fusion": stitch | basic | off   (default: $STITCH_FUSION, else stitch)
+ *   "plan_candidate": 0 (default) .. 64   which plan of the planner's search: 0 is its pick; k is
+ *             the k-th next best distinct plan it evaluated, by the cost model (for measuring the
+ *             model against the hardware); STITCH_ERROR_INVALID_ARGUMENT when it saw fewer
  *   "format": text (default) | dot | json
  * `symbols`/`sizes` give every symbolic dim of the inputs a size (all must be given). The
  * explanation is written as by stitch_graph_print. No device is needed. */
@@ -238,6 +241,10 @@ STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const
  *              fused; part of a program's identity. The reference backend always runs the graph
  *              unfused (it is the oracle), but plans as the others do, so STITCH_DUMP=plan shows
  *              what a fusing backend makes of each input signature.
+ *   "plan_candidate": 0 (default) .. 64   run the planner's k-th next best plan instead of its
+ *              pick (as stitch_graph_explain_plan says), to measure alternative plans; a signature
+ *              for which the search saw fewer plans fails its run with
+ *              STITCH_ERROR_INVALID_ARGUMENT. Part of a program's identity, like "fusion".
  * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
  * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
  * valid ones. Asking for a backend this build or machine lacks fails with
@@ -368,9 +375,10 @@ STITCH_API stitch_status_t stitch_engine_synchronize(stitch_engine_t engine, voi
  *             sm_* compile with NVRTC to cubin, gfx90a with hipRTC to a code object, host with
  *             LLVM ORC to x86-64 for this machine;
  *   "fusion": stitch | basic | off   (default: $STITCH_FUSION, else stitch)
- *   "emit":   report (default): one line per kernel (phases, block size, compile time,
- *             registers, spilled bytes, binary size); source: the generated CUDA/HIP C++ (or
- *             LLVM IR for host) of every kernel.
+ *   "plan_candidate": as for stitch_graph_explain_plan (default 0, the planner's pick)
+ *   "emit":   report (default): one line per kernel (phases, block size, compile time: wall
+ *             and the compiling thread's CPU time, registers, spilled bytes, binary size);
+ *             source: the generated CUDA/HIP C++ (or LLVM IR for host) of every kernel.
  * A kernel that fails to compile fails the call with STITCH_ERROR_COMPILE; its message carries
  * the compiler log and the generated source. A compiler library that cannot be loaded (NVRTC,
  * hipRTC; LLVM in a build without it) is STITCH_ERROR_BACKEND_UNAVAILABLE. Output as by

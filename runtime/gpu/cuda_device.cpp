@@ -56,6 +56,7 @@ class CudaDevice final : public Device {
     check(api_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
     int driver = 0;
     api_.cuDriverGetVersion(&driver);
+    driver_ = driver;
     log().debug("cuda: {} ({}, {} SMs), driver API {}.{}, from {}", name_, arch_, smCount_,
                 driver / 1000, driver % 1000 / 10, api_.libraryPath);
   }
@@ -67,6 +68,25 @@ class CudaDevice final : public Device {
   int warpSize() const override { return warpSize_; }
   bool cooperativeLaunch() const override { return cooperative_; }
   size_t maxSharedPerBlock() const override { return maxShared_; }
+
+  DeviceProfile queryProfile() override {
+    // An attribute this driver does not know (deprecated, removed) reads as 0: unknown.
+    auto optional = [&](int a) {
+      int v = 0;
+      return api_.cuDeviceGetAttribute(&v, a, device_) == CUDA_SUCCESS ? v : 0;
+    };
+    DeviceProfile p;
+    p.name = name_;
+    p.driver = std::to_string(driver_);
+    p.maxThreadsPerProcessor = optional(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    p.maxBlocksPerProcessor = optional(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    p.maxThreadsPerBlock = optional(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    p.registersPerProcessor = optional(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    p.sharedMemoryPerProcessor = optional(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    p.sharedMemoryPerBlock = static_cast<int64_t>(maxShared_);
+    p.clockHz = optional(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * 1e3;
+    return p;
+  }
 
   void makeCurrent() override {
     CUcontext current = nullptr;
@@ -266,6 +286,7 @@ class CudaDevice final : public Device {
   int smCount_ = 0, warpSize_ = 32;
   bool cooperative_ = false;
   size_t maxShared_ = kDefaultSharedLimit;
+  int driver_ = 0;  // cuDriverGetVersion
 };
 
 }  // namespace

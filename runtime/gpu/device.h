@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/target.h"
+
 namespace stitch::rt::gpu {
 
 enum class FunctionAttr {
@@ -48,6 +50,10 @@ class Device {
   // The most dynamic + static shared memory one block may use (CUDA: the opt-in limit; launch()
   // opts a kernel in when asked for more than the default 48 KiB).
   virtual size_t maxSharedPerBlock() const = 0;
+  // The device's name, driver version and per-multiprocessor limits as the driver reports them
+  // (memoryBandwidth 0: that is measured, device_profile.h). A field the driver does not report
+  // is 0.
+  virtual DeviceProfile queryProfile() = 0;
 
   // Makes the device's primary context current on the calling thread (cuDevicePrimaryCtxRetain
   // once, then cuCtxSetCurrent when another context is current; HIP: hipSetDevice). The methods

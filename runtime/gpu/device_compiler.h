@@ -10,7 +10,8 @@
 // the headers passed in `headers`, by the exact name it gives them.
 //  - NVRTC: the CUDA built-ins (threadIdx, __syncthreads, __shfl_xor_sync, atomics, math such as
 //    expf/erff) and size_t; no <cstdint> (int64_t and friends are not defined), no cuda_fp16.h
-//    (convert halves with PTX `cvt` or bit operations on unsigned short).
+//    (convert halves with PTX `cvt` or bit operations on unsigned short). Compiled with --minimal
+//    (NVRTC 12.4+): no textures or surfaces, no CUDA runtime types or device-side runtime calls.
 //  - hipRTC (HIP 5.2): hipRTC pre-includes its own runtime header, so with no #include at all
 //    these work: threadIdx/blockIdx/blockDim/gridDim, warpSize, __syncthreads, __syncthreads_count,
 //    __threadfence(_block/_system), __shfl/__shfl_xor/__shfl_up/__shfl_down (optional width),
@@ -42,7 +43,9 @@ struct DeviceBinary {
   // Spill traffic the compiler reports (0 none). NVRTC: bytes of spill stores + spill loads over
   // all functions. hipRTC: 4 × spilled VGPRs + SGPRs (see resource_usage.h).
   int64_t spillBytes = 0;
-  double seconds = 0;  // compile wall time
+  double seconds = 0;     // compile wall time
+  double cpuSeconds = 0;  // CPU time of the compiling thread meanwhile: on a loaded machine, the
+                          // compile's own cost without the waits for a core
 };
 
 // A header the source includes by name, e.g. {"stitch/reduce.cuh", "..."}.

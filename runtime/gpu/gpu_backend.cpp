@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "runtime/gpu/device_profile.h"
 #include "support/error.h"
 #include "support/logging.h"
+#include "support/parallel.h"
 
 namespace stitch::rt::gpu {
 
@@ -29,6 +31,9 @@ GpuBackend::GpuBackend(BackendKind kind, Device* device, DeviceCompiler* compile
   target_.processors = device->smCount();
   target_.warpSize = device->warpSize();
   target_.compiler = compilerId(*compiler_, target_.arch);
+  // The planner prices this very device (driver::profileFor): its limits, and its bandwidth
+  // measured once and cached on disk (device_profile.h).
+  target_.device = probeDeviceProfile(*device_, *compiler_, target_.arch);
   cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
   log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
               target_.arch, target_.processors, target_.warpSize, compiler->name());
@@ -103,8 +108,13 @@ GpuExecutable::GpuExecutable(GpuBackend& backend, const ProgramArtifact& program
       kernels_(program.kernels),
       cooperative_(cooperative),
       arenas_(backend.gpu()) {
+  // A program's kernels compile at once (STITCH_COMPILE_THREADS of them): a cold first run waits
+  // for the slowest kernel rather than for their sum. Each lands at its index, and the first
+  // failing kernel's error is the one reported, whatever the order the compiles finish in.
+  loaded_[0].resize(kernels_.size());
+  parallelForEach(kernels_.size(), compileThreads(),
+                  [&](size_t i) { loaded_[0][i] = backend_.kernel(kernels_[i], 0); });
   for (const KernelArtifact& k : kernels_) {
-    loaded_[0].push_back(backend_.kernel(k, 0));
     // Barrier words for every kernel that has a cooperative entry in some form: whether a
     // form's entry is usable depends on its occupancy, so count them all.
     if (!k.forms.front().cooperative.symbol.empty()) ++cooperativeKernels_;
@@ -127,13 +137,16 @@ void GpuExecutable::run(std::span<const BoundValue> bound, void* stream) {
   std::span<const std::shared_ptr<const GpuKernel>> kernels = loaded_[0];
   if (!aligned) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (loaded_[1].empty())
-      for (const KernelArtifact& k : kernels_) {
-        // The last form makes no assumption about alignment.
+    if (loaded_[1].empty()) {
+      for (const KernelArtifact& k : kernels_)  // the last form assumes no alignment
         STITCH_INTERNAL(!k.forms.back().requiresAlignment, "kernel {} has no unaligned form",
                         k.name);
-        loaded_[1].push_back(backend_.kernel(k, k.forms.size() - 1));
-      }
+      std::vector<std::shared_ptr<const GpuKernel>> any(kernels_.size());
+      parallelForEach(kernels_.size(), compileThreads(), [&](size_t i) {
+        any[i] = backend_.kernel(kernels_[i], kernels_[i].forms.size() - 1);
+      });
+      loaded_[1] = std::move(any);
+    }
     kernels = loaded_[1];
   }
   const GpuArenas::Arena& arena = arenas_.forStream(stream, slots_, cooperativeKernels_);

@@ -2,9 +2,11 @@
 //
 // Design note. GpuBackend is the process-wide state of one GPU API: its device (device.h), its
 // run-time compiler (device_compiler.h), the target the driver emits for (the device's arch,
-// warp width and multiprocessor count, the compiler's identity), and its kernel cache
+// warp width and multiprocessor count, the compiler's identity, and the device's profile for the
+// cost model: its limits and measured bandwidth, device_profile.h), and its kernel cache
 // (runtime/kernel_cache.h) of loaded code. load() makes a GpuExecutable: each kernel's aligned
-// form compiled and loaded at once, the any-alignment form only when a run's buffers need it;
+// form compiled and loaded at once (the kernels of a program in parallel, support/parallel.h),
+// the any-alignment form only when a run's buffers need it;
 // the slot plan (runtime/slots.h, each kernel a step); one device arena per stream
 // (gpu_executor.h). A run binds the caller's pointers, points intermediates at their slots and
 // launches every kernel on the caller's stream (gpu_executor.h).

@@ -49,6 +49,7 @@ class HipDevice final : public Device {
     readNames();
     int version = 0;
     api_.hipRuntimeGetVersion(&version);
+    runtimeVersion_ = version;
     log().debug("hip: {} ({}, {} CUs), HIP runtime {}, from {}", name_, arch_, smCount_, version,
                 api_.libraryPath);
   }
@@ -60,6 +61,17 @@ class HipDevice final : public Device {
   int warpSize() const override { return warpSize_; }
   bool cooperativeLaunch() const override { return cooperative_; }
   size_t maxSharedPerBlock() const override { return maxShared_; }
+
+  // The per-CU limits stay the built-in gfx90a figures: their hipDeviceAttribute_t numbers are
+  // not among those checked against HIP's headers (hip_api.h), and a wrong number would read
+  // another attribute. The bandwidth is measured like CUDA's (device_profile.h).
+  DeviceProfile queryProfile() override {
+    DeviceProfile p;
+    p.name = name_;
+    p.driver = std::to_string(runtimeVersion_);
+    p.sharedMemoryPerBlock = static_cast<int64_t>(maxShared_);
+    return p;
+  }
 
   // HIP's current device is per thread, and setting it is a thread-local store.
   void makeCurrent() override { check(api_.hipSetDevice(0), "hipSetDevice"); }
@@ -263,6 +275,7 @@ class HipDevice final : public Device {
   int smCount_ = 0, warpSize_ = 64;
   bool cooperative_ = false;
   size_t maxShared_ = 64 * 1024;
+  int runtimeVersion_ = 0;  // hipRuntimeGetVersion
 };
 
 }  // namespace

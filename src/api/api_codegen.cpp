@@ -19,7 +19,8 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kCodegenOptions = {"target", "fusion", "emit"};
+constexpr std::array<std::string_view, 4> kCodegenOptions = {"target", "fusion", "emit",
+                                                             "plan_candidate"};
 constexpr std::array<std::string_view, 2> kEmitChoices = {"report", "source"};
 
 std::string kernelSummary(const ir::Graph& g, const fusion::Kernel& k, size_t index,
@@ -52,9 +53,10 @@ std::string codegenText(const api::PlannedGraph& p, const std::string& target, c
     }
     int block = code.phases.empty() ? 0 : code.phases.front().block;
     text += fmt::format(
-        "  {}, block {}: compiled by {} in {:.1f} ms, {} registers, {} bytes spilled, {} bytes of "
-        "code\n",
-        summary, block, r.compiler, r.seconds * 1e3, r.registers, r.spillBytes, r.codeBytes);
+        "  {}, block {}: compiled by {} in {:.1f} ms ({:.1f} ms CPU), {} registers, {} bytes "
+        "spilled, {} bytes of code\n",
+        summary, block, r.compiler, r.seconds * 1e3, r.cpuSeconds * 1e3, r.registers, r.spillBytes,
+        r.codeBytes);
   }
   return text;
 }
@@ -80,11 +82,12 @@ stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* ke
   if (capacity) STITCH_API_REQUIRE(buf);
   STITCH_API_GUARD({
     std::string target = "sm_90", emit = "report";
-    fusion::Mode mode = fusion::modeFromEnv();
+    driver::Options options{fusion::modeFromEnv()};
     for (const auto& [k, v] :
          api::readOptions(keys, values, num_options, kCodegenOptions, "codegen")) {
       if (k == "target") target = v;
-      else if (k == "fusion") mode = fusion::parseMode(v);
+      else if (k == "fusion") options.mode = fusion::parseMode(v);
+      else if (k == "plan_candidate") options.planCandidate = api::parsePlanCandidate(v);
       else emit = v;
     }
     STITCH_CHECK(std::find(kEmitChoices.begin(), kEmitChoices.end(), emit) != kEmitChoices.end(),
@@ -93,8 +96,8 @@ stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* ke
     configureLoggingFromEnv();
     // The cost model prices the target's family (sm_86 plans as sm_80 would, for instance).
     rt::Target t = driver::offlineTarget(target);
-    api::PlannedGraph p = api::buildForSizes(graph->graph(), t, mode, symbols, sizes, num_symbols,
-                                             driver::Stage::Emit);
+    api::PlannedGraph p = api::buildForSizes(graph->graph(), t, options, symbols, sizes,
+                                             num_symbols, driver::Stage::Emit);
     api::copyOut(codegenText(p, target, t, emit == "source"), buf, capacity, needed);
     return STITCH_OK;
   })

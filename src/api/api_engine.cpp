@@ -17,7 +17,7 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 2> kOptionKeys = {"backend", "fusion"};
+constexpr std::array<std::string_view, 3> kOptionKeys = {"backend", "fusion", "plan_candidate"};
 constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
 
 }  // namespace
@@ -39,7 +39,8 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     for (const auto& [key, value] :
          api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
       if (key == "backend") backend = value;
-      else config->fusion = fusion::parseMode(value);
+      else if (key == "fusion") config->fusion = fusion::parseMode(value);
+      else config->planCandidate = api::parsePlanCandidate(value);
     }
     config->backend = &rt::requireBackend(rt::resolveBackend(backend));
     if (auto dump = env::get("STITCH_DUMP")) {

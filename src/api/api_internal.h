@@ -48,6 +48,7 @@ inline ir::DType toDType(stitch_dtype_t t) { return toDType(enumValue(t)); }
 struct EngineConfig {
   rt::Backend* backend = nullptr;  // process-wide (runtime/backend.h): never null once made
   fusion::Mode fusion = fusion::Mode::Stitch;
+  int planCandidate = 0;      // "plan_candidate": 0, the planner's pick
   bool dumpPlan = false;      // STITCH_DUMP contains "plan"
   bool dumpSource = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
   bool dumpLlvm = false;      // ... "llvm": LLVM IR of each kernel (cpu backend)
@@ -74,9 +75,13 @@ struct PlannedGraph {
   ir::Graph optimized;
   driver::Build build;
 };
-PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target, fusion::Mode mode,
-                           const char* const* symbols, const int64_t* sizes, size_t n,
-                           driver::Stage stage);
+PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target,
+                           const driver::Options& options, const char* const* symbols,
+                           const int64_t* sizes, size_t n, driver::Stage stage);
+
+// The "plan_candidate" option's value: an integer from 0 (the planner's pick) to 64.
+// InvalidArgument otherwise.
+int parsePlanCandidate(const std::string& value);
 
 }  // namespace stitch::api
 

@@ -1,6 +1,7 @@
 // Planning without running: stitch_graph_explain_plan, and the option reader shared with engines.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <set>
 
@@ -59,9 +60,9 @@ ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const i
   return bindings;
 }
 
-PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target, fusion::Mode mode,
-                           const char* const* symbols, const int64_t* sizes, size_t n,
-                           driver::Stage stage) {
+PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target,
+                           const driver::Options& options, const char* const* symbols,
+                           const int64_t* sizes, size_t n, driver::Stage stage) {
   // Planning without an engine (stitch plan, stitch codegen) honours STITCH_LOG_LEVEL too, and
   // reports a bad value as engine creation does.
   configureLoggingFromEnv();
@@ -70,15 +71,26 @@ PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target, fusion:
   ir::Bindings bindings = bindingsFor(g, symbols, sizes, n);
   ir::checkValueSizes(g, bindings);  // before the planner multiplies the sizes
   p.optimized = driver::optimize(g);
-  p.build = driver::build(p.optimized, bindings, target, driver::Options{mode}, stage);
+  p.build = driver::build(p.optimized, bindings, target, options, stage);
   return p;
+}
+
+int parsePlanCandidate(const std::string& value) {
+  int v = -1;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  STITCH_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= 0 && v <= 64,
+               ErrorCode::InvalidArgument,
+               "plan_candidate '{}' is not valid: an integer from 0 (the planner's pick) to 64",
+               value);
+  return v;
 }
 
 }  // namespace stitch::api
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kPlanOptions = {"target", "fusion", "format"};
+constexpr std::array<std::string_view, 4> kPlanOptions = {"target", "fusion", "format",
+                                                          "plan_candidate"};
 constexpr std::array<std::string_view, 3> kFormats = {"text", "dot", "json"};
 
 }  // namespace
@@ -102,10 +114,11 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
   if (capacity) STITCH_API_REQUIRE(buf);
   STITCH_API_GUARD({
     std::string target = "sm_90", format = "text";
-    fusion::Mode mode = fusion::modeFromEnv();
+    driver::Options options{fusion::modeFromEnv()};
     for (const auto& [k, v] : api::readOptions(keys, values, num_options, kPlanOptions, "plan")) {
       if (k == "target") target = v;
-      else if (k == "fusion") mode = fusion::parseMode(v);
+      else if (k == "fusion") options.mode = fusion::parseMode(v);
+      else if (k == "plan_candidate") options.planCandidate = api::parsePlanCandidate(v);
       else format = v;
     }
     STITCH_CHECK(std::find(kFormats.begin(), kFormats.end(), format) != kFormats.end(),
@@ -115,7 +128,7 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
     // Plans are explained for the cost model's profiles only (stitch codegen takes any sm_XY).
     STITCH_CHECK(fusion::findProfile(target).has_value(), ErrorCode::InvalidArgument,
                  "unknown target '{}'; valid targets: {}", target, fusion::profileNames());
-    api::PlannedGraph p = api::buildForSizes(graph->graph(), driver::namedTarget(target), mode,
+    api::PlannedGraph p = api::buildForSizes(graph->graph(), driver::namedTarget(target), options,
                                              symbols, sizes, num_symbols, driver::Stage::Plan);
     const fusion::Plan& plan = p.build.plan;
     std::string text = format == "json"  ? fusion::explainJson(p.optimized, plan)

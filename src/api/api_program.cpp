@@ -138,9 +138,10 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   for (const auto& t : inputs) sig.push_back({t.dtype, t.shape});
   rt::Backend& backend = *p.config->backend;
   const bool oracle = backend.kind() == rt::BackendKind::Reference;
-  driver::Build build = driver::build(p.optimized, ir::bindInputs(p.optimized, sig),
-                                      backend.target(), driver::Options{p.config->fusion},
-                                      oracle ? driver::Stage::Plan : driver::Stage::Emit);
+  driver::Build build =
+      driver::build(p.optimized, ir::bindInputs(p.optimized, sig), backend.target(),
+                    driver::Options{p.config->fusion, p.config->planCandidate},
+                    oracle ? driver::Stage::Plan : driver::Stage::Emit);
   log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
               build.plan.kernels.size(), p.optimized.numOps());
   dump(p, key, build);

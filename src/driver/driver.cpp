@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <type_traits>
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "driver/keys.h"
@@ -141,8 +142,31 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
   // decide it from these facts (lower/launch.h).
   if (isGpu(target.kind)) {
     const codegen::GpuTarget g = gpuTargetOf(target);
+    // Arithmetic rates are per multiprocessor times multiprocessors: another part of the family
+    // (an H100 PCIe's 114 SMs) issues proportionally less.
+    const double scale = static_cast<double>(g.smCount) / profile->processors;
+    profile->flops *= scale;
+    profile->expensiveFlops *= scale;
     profile->processors = g.smCount;
     profile->warpSize = g.warpSize;
+    // Then what the device itself reports and measured (runtime/gpu/device_profile.h); a field it
+    // left 0 keeps the family's figure.
+    const rt::DeviceProfile& d = target.device;
+    auto take = [](auto& field, auto value) {
+      if (value > 0) field = static_cast<std::remove_reference_t<decltype(field)>>(value);
+    };
+    take(profile->maxThreadsPerProcessor, d.maxThreadsPerProcessor);
+    take(profile->maxBlocksPerProcessor, d.maxBlocksPerProcessor);
+    take(profile->maxThreadsPerBlock, d.maxThreadsPerBlock);
+    take(profile->registersPerProcessor, d.registersPerProcessor);
+    take(profile->sharedMemoryPerProcessor, d.sharedMemoryPerProcessor);
+    take(profile->sharedMemoryPerBlock, d.sharedMemoryPerBlock);
+    take(profile->memoryBandwidth, d.memoryBandwidth);
+    if (!d.name.empty())
+      profile->description = fmt::format(
+          "{} ({}, {} SMs{})", d.name, target.arch, g.smCount,
+          d.memoryBandwidth > 0 ? fmt::format(", {:.0f} GB/s measured", d.memoryBandwidth / 1e9)
+                                : std::string());
   }
   return *profile;
 }
@@ -152,6 +176,7 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   Build out;
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
+  planner.candidate = options.planCandidate;
   const fusion::HardwareProfile profile = profileFor(target);
   out.plan = fusion::planGraph(optimized, bindings, profile, planner);
   log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", optimized.name(),
@@ -224,6 +249,7 @@ CompileReport compileOffline(const rt::KernelArtifact& k, const rt::Target& targ
   rt::gpu::DeviceBinary bin = rt::gpu::compileCode(k.forms.at(0), target.arch, *c);
   r.compiler = std::string(c->name());
   r.seconds = bin.seconds;
+  r.cpuSeconds = bin.cpuSeconds;
   r.registers = bin.registers;
   r.spillBytes = bin.spillBytes;
   r.codeBytes = static_cast<int64_t>(bin.bytes.size());

@@ -48,6 +48,7 @@ ir::Graph optimize(const ir::Graph& g);
 
 struct Options {
   fusion::Mode mode = fusion::Mode::Stitch;
+  int planCandidate = 0;  // fusion::PlannerOptions::candidate: 0 is the search's pick
 };
 
 enum class Stage {
@@ -70,7 +71,10 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
 // One kernel program as an artifact for `target`: what build() makes of each kernel.
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& target);
 
-// The hardware profile a target's plans are priced for: the host's, or the GPU's family.
+// The hardware profile a target's plans are priced for: the host's, or the GPU's family with the
+// target's own figures laid over it (its multiprocessors and warp width; with a device, the
+// limits it reports and the bandwidth it measured: rt::DeviceProfile, a zero field keeping the
+// family's figure).
 fusion::HardwareProfile profileFor(const rt::Target& target);
 
 // The target named `name` ("host", or a GPU arch: "sm_90", "sm_80", another sm_XY, "gfx90a")
@@ -87,7 +91,8 @@ rt::Target offlineTarget(const std::string& name, std::string* why = nullptr);
 struct CompileReport {
   std::string compiler;  // "nvrtc", "hiprtc", "LLVM ORC"
   double seconds = 0;
-  int registers = -1;  // GPU, -1 when unknown
+  double cpuSeconds = -1;  // GPU: the compiling thread's CPU time (-1 when unknown)
+  int registers = -1;      // GPU, -1 when unknown
   int64_t spillBytes = 0;
   int64_t codeBytes = -1;  // -1 when unknown (the host's cached path)
 };

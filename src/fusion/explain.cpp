@@ -348,8 +348,11 @@ std::string explainText(const ir::Graph& g, const Plan& p) {
   Facts f = gather(g, p);
   std::string out = "plan " + g.name();
   if (!f.bindings.empty()) out += " (" + bindingsPhrase(f.bindings) + ")";
-  out += fmt::format(": mode {}, target {}, {} kernel{}\n", modeName(p.mode), p.target,
+  out += fmt::format(": mode {}, target {}, {} kernel{}", modeName(p.mode), p.target,
                      p.kernels.size(), p.kernels.size() == 1 ? "" : "s");
+  if (p.candidate > 0)
+    out += fmt::format(" (candidate {} of the search: not the plan it picks)", p.candidate);
+  out += "\n";
 
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     const Kernel& k = p.kernels[ki];
@@ -502,6 +505,7 @@ std::string explainJson(const ir::Graph& g, const Plan& p) {
   w.beginObject();
   w.key("graph").string(g.name());
   w.key("mode").string(modeName(p.mode));
+  w.key("candidate").integer(p.candidate);
   w.key("target").string(p.target);
   w.key("bindings").beginObject(true);
   for (const auto& [sym, size] : f.bindings) w.key(sym).integer(size);

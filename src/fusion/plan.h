@@ -82,6 +82,7 @@ struct Plan {
   ir::Bindings bindings;        // the symbol sizes it was planned for (explain prints them)
   std::vector<Kernel> kernels;  // in an order that respects dependencies
   std::vector<CutEdge> cuts;
+  int candidate = 0;  // PlannerOptions::candidate: 0 is the search's pick
   double time = 0;    // s, sum of kernel times
   int64_t bytes = 0;  // global traffic of all kernels
   // The same totals for the unfused plan (one kernel per op), for comparison.

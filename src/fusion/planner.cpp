@@ -263,21 +263,69 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
   return p;
 }
 
+// A partition's identity whatever its group numbering: each node's group named by the group's
+// first node.
+std::vector<int> canonicalKey(const Partition& p) {
+  std::vector<int> k(p.groupOf.size(), -1);
+  for (size_t n = 0; n < p.groupOf.size(); ++n)
+    if (p.groupOf[n] >= 0) k[n] = p.groups[p.groupOf[n]].front();
+  return k;
+}
+
+// The best `capacity` distinct partitions offered, by model time (ties by key, so the ranking is
+// deterministic): the runner-up plans of a search (PlannerOptions::candidate). A partition is
+// identified by its key alone: the searches reach one partition by different merge orders, whose
+// running totals differ in the last bits, so the total used to rank is summed afresh, in the
+// order of the groups' first nodes.
+class CandidatePool {
+ public:
+  explicit CandidatePool(size_t capacity) : capacity_(capacity) {}
+  void offer(const Partition& p) {
+    if (capacity_ == 0) return;
+    std::vector<int> key = canonicalKey(p);
+    if (byKey_.count(key)) return;
+    std::vector<std::pair<int, double>> costs;
+    for (size_t g = 0; g < p.groups.size(); ++g)
+      if (!p.groups[g].empty()) costs.emplace_back(p.groups[g].front(), p.costs[g]);
+    std::sort(costs.begin(), costs.end());
+    double total = 0;
+    for (const auto& c : costs) total += c.second;
+    if (total == kInf) return;
+    auto rank = std::make_pair(total, key);
+    if (ranked_.size() >= capacity_ && !(rank < *ranked_.rbegin())) return;
+    ranked_.insert(rank);
+    byKey_.emplace(std::move(key), p);
+    if (ranked_.size() > capacity_) {
+      auto last = std::prev(ranked_.end());
+      byKey_.erase(last->second);
+      ranked_.erase(last);
+    }
+  }
+  // The k-th best (k >= 1) that is not `chosen`; nullptr when there are fewer.
+  const Partition* runnerUp(const Partition& chosen, int k) const {
+    const std::vector<int> skip = canonicalKey(chosen);
+    for (const auto& rank : ranked_)
+      if (rank.second != skip && --k == 0) return &byKey_.at(rank.second);
+    return nullptr;
+  }
+  size_t size() const { return ranked_.size(); }
+
+ private:
+  size_t capacity_;
+  std::set<std::pair<double, std::vector<int>>> ranked_;
+  std::map<std::vector<int>, Partition> byKey_;
+};
+
 // Beam search over merge sequences, seeded with the greedy result and the singletons. Unlike
 // greedy it also follows merges that cost something now, when they open a better merge later.
+// Every state it makes is offered to `pool` (when given).
 Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition> seeds, int width,
-               bool allPairs) {
+               bool allPairs, CandidatePool* pool) {
   Partition best = *std::min_element(
       seeds.begin(), seeds.end(), [](const auto& x, const auto& y) { return x.total < y.total; });
   std::vector<Partition> frontier = std::move(seeds);
   std::set<std::vector<int>> seen;
-  auto key = [](const Partition& p) {
-    // Canonical: each node's group named by the group's first node.
-    std::vector<int> k(p.groupOf.size(), -1);
-    for (size_t n = 0; n < p.groupOf.size(); ++n)
-      if (p.groupOf[n] >= 0) k[n] = p.groups[p.groupOf[n]].front();
-    return k;
-  };
+  auto key = canonicalKey;
   for (const Partition& p : frontier) seen.insert(key(p));
   constexpr int kSuccessorsPerState = 8;
   // On larger graphs the beam refines the greedy plans locally: a bounded number of steps.
@@ -306,6 +354,7 @@ Partition beam(const PlanContext& ctx, Analyses& analyses, std::vector<Partition
                    analyses.cost(unite(p.groups[ab.first], p.groups[ab.second])));
         if (!seen.insert(key(q)).second) continue;
         ++taken;
+        if (pool) pool->offer(q);
         next.push_back(std::move(q));
       }
     }
@@ -484,10 +533,16 @@ Mode modeFromEnv() {
 
 Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
                const PlannerOptions& options) {
+  STITCH_CHECK(options.candidate >= 0, ErrorCode::InvalidArgument,
+               "plan candidate {} is negative (0 is the search's pick)", options.candidate);
   PlanContext ctx(g, bindings, hw, options.mode);
   Analyses analyses(ctx);
   Partition start = singletons(ctx, analyses);
   Partition best = start;
+  // Runner-up plans are kept only when one is asked for: the search itself never needs them.
+  // One slot more than asked, for the pick itself.
+  CandidatePool pool(options.candidate > 0 ? static_cast<size_t>(options.candidate) + 1 : 0);
+  pool.offer(start);
   if (options.mode != Mode::Off && !ctx.planned.empty()) {
     bool small = static_cast<int>(ctx.planned.size()) <= options.beamMaxOps;
     bool tiny = ctx.planned.size() <= kAllPairsMaxOps;
@@ -521,15 +576,27 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
             seeds.push_back(std::move(b));
           }
         }
-        best = small ? beam(ctx, analyses, std::move(seeds), options.beamWidth, tiny) : seeds[0];
+        for (const Partition& seed : seeds) pool.offer(seed);
+        best = small ? beam(ctx, analyses, std::move(seeds), options.beamWidth, tiny, &pool)
+                     : seeds[0];
         break;
       }
       case Search::Exhaustive: best = exhaustive(ctx, analyses, start); break;
     }
+    pool.offer(best);
+  }
+  if (options.candidate > 0) {
+    const Partition* runnerUp = pool.runnerUp(best, options.candidate);
+    STITCH_CHECK(runnerUp != nullptr, ErrorCode::InvalidArgument,
+                 "graph {}: the plan search evaluated {} distinct plan{}, so there is no candidate "
+                 "{} (0 is the search's pick)",
+                 g.name(), pool.size(), pool.size() == 1 ? "" : "s", options.candidate);
+    best = *runnerUp;
   }
 
   Plan plan;
   plan.mode = options.mode;
+  plan.candidate = options.candidate;
   plan.target = hw.name;
   plan.bindings = bindings;
   for (int gi : kernelOrder(ctx, best)) {

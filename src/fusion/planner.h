@@ -23,6 +23,11 @@ struct PlannerOptions {
   int beamWidth = 4;
   // Beam search runs on graphs with at most this many ops; larger ones stop after greedy.
   int beamMaxOps = 400;
+  // Which plan to return: 0, the best the search found (what Stitch runs); k > 0, the k-th next
+  // best distinct partition among every one the search evaluated (its seeds, the greedy result,
+  // each beam state), ranked by the cost model. For measuring the model against the hardware
+  // (bench/gpu/run.py's cost-model table); InvalidArgument when the search saw fewer plans.
+  int candidate = 0;
 };
 
 // Plans g for the concrete sizes `bindings` gives its symbols. g must be verified; composites

@@ -23,6 +23,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_DUMP", "a comma list of plan, source, llvm"},
     {"STITCH_DUMP_DIR", "a directory"},
     {"STITCH_NUM_THREADS", "a positive integer"},
+    {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
     {"STITCH_LIBRARY", "the path of libstitch.so (the Python package)"},
     {"STITCH_CUDA_LIBRARY", "the path of libcuda"},

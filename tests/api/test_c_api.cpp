@@ -149,7 +149,14 @@ TEST(CApi, EngineOptionsAndBackends) {
   const char* k1[] = {"colour"};
   const char* v1[] = {"blue"};
   EXPECT_EQ(stitch_engine_create(k1, v1, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("valid options: backend, fusion"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("valid options: backend, fusion, plan_candidate"), std::string::npos)
+      << lastError();
+  const char* kc[] = {"plan_candidate"};
+  for (const char* bad : {"-1", "65", "two", ""}) {
+    const char* vc[] = {bad};
+    EXPECT_EQ(stitch_engine_create(kc, vc, 1, &e), STITCH_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(lastError().find("plan_candidate"), std::string::npos) << lastError();
+  }
   const char* k[] = {"backend"};
   const char* bogus[] = {"tpu"};
   EXPECT_EQ(stitch_engine_create(k, bogus, 1, &e), STITCH_ERROR_INVALID_ARGUMENT);

@@ -123,6 +123,24 @@ TEST(Cli, EveryExampleOnTheCpuBackendChecksAgainstTheReference) {
   }
 }
 
+// A runner-up plan runs and checks like the pick; its kernels are its own (layer norm's first
+// runner-up cuts the row statistics from the normalization: two kernels).
+TEST(Cli, RunsAPlanCandidateOnTheCpuBackend) {
+  if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
+  std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  Result pick = runCli("run " + ln + " --graph layer_norm --backend cpu --check --dim N=64",
+                       "STITCH_CACHE=0");
+  ASSERT_EQ(pick.code, 0) << pick.out;
+  EXPECT_NE(pick.out.find("(1 kernels compiled"), std::string::npos) << pick.out;
+  Result other = runCli(
+      "run " + ln + " --graph layer_norm --backend cpu --check --dim N=64 --plan-candidate 1",
+      "STITCH_CACHE=0");
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_NE(other.out.find("check y: ok"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("(2 kernels compiled"), std::string::npos) << other.out;
+  EXPECT_EQ(runCli("demo --plan-candidate 1").code, 2);
+}
+
 TEST(Cli, DiskCacheServesASecondProcess) {
   if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
   fs::path dir = fs::temp_directory_path() / "stitch_cli_cache_test";
@@ -256,6 +274,18 @@ TEST(Cli, PlanShowsKernelsSchemesAndTotals) {
   r = runCli("plan " + ln + " --graph layer_norm --format dot", "STITCH_FUSION=off");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("digraph"), std::string::npos);
+  // The planner's runner-up plans: explained, run and checked like its pick.
+  r = runCli("plan " + ln + " --graph layer_norm --dim N=4096 --plan-candidate 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(candidate 1 of the search: not the plan it picks)"), std::string::npos)
+      << r.out;
+  r = runCli("plan " + ln + " --graph layer_norm --dim N=4096 --plan-candidate 1 --format json");
+  EXPECT_NE(r.out.find("\"candidate\": 1"), std::string::npos) << r.out;
+  EXPECT_EQ(runCli("plan " + ln + " --graph layer_norm --plan-candidate 65").code, 2);
+  EXPECT_EQ(runCli("plan " + ln + " --graph layer_norm --plan-candidate x").code, 2);
+  r = runCli("plan " + ln + " --graph layer_norm --plan-candidate 1", "STITCH_FUSION=off");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no candidate 1"), std::string::npos) << r.out;
   EXPECT_EQ(runCli("plan " + ln + " --target sm_75").code, 2);
   EXPECT_EQ(runCli("plan " + ln + " --format yaml").code, 2);
   EXPECT_EQ(runCli("plan " + ln + " --fusion max").code, 2);

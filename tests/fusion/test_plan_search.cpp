@@ -148,6 +148,74 @@ graph g(x0: f32[6], x1: f32[6]) {
   }
 }
 
+// The search's runner-up plans (PlannerOptions::candidate), which bench/gpu/run.py measures
+// against the pick: each a valid plan that runs to the unfused answer, distinct from the pick and
+// from each other, ranked by the model (never cheaper than the pick, each no cheaper than the one
+// before), the same on every call; asking past the last is InvalidArgument.
+TEST(PlanSearch, CandidatesAreTheRunnersUpInModelOrder) {
+  const HardwareProfile hw = *findProfile("sm_90");
+  auto partition = [](const Plan& p) {
+    std::set<std::vector<int>> groups;
+    for (const Kernel& k : p.kernels) groups.insert(k.nodes);
+    return groups;
+  };
+  int withRunnersUp = 0, graphs = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(st::sweepCount(60)); ++seed, ++graphs) {
+    ir::Graph g = st::randomGraph(seed, primitiveGraphs());
+    ir::Bindings b = st::randomBindings(g, seed);
+    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, seed);
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<reference::TensorView> views;
+    for (const auto& t : inputs) {
+      bufs.emplace_back(static_cast<size_t>(t.numel() * ir::dtypeBytes(t.dtype)));
+      reference::encode(t, {t.dtype, t.shape, bufs.back().data()});
+      views.push_back({t.dtype, t.shape, bufs.back().data()});
+    }
+    std::vector<reference::HostTensor> want = st::evaluateReference(g, inputs);
+    const Plan pick = planGraph(g, b, hw, {});
+    PlannerOptions zero;
+    zero.candidate = 0;
+    EXPECT_EQ(partition(planGraph(g, b, hw, zero)), partition(pick)) << reproducer(seed, g);
+    std::vector<std::set<std::vector<int>>> seen = {partition(pick)};
+    double previous = pick.time;
+    for (int k = 1; k <= 4; ++k) {
+      PlannerOptions o;
+      o.candidate = k;
+      Plan p;
+      try {
+        p = planGraph(g, b, hw, o);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.message();
+        EXPECT_NE(e.message().find("no candidate " + std::to_string(k)), std::string::npos)
+            << e.message();
+        break;
+      }
+      std::string repro = reproducer(seed, g) + "candidate " + std::to_string(k);
+      withRunnersUp += k == 1;
+      EXPECT_EQ(p.candidate, k);
+      checkStructure(g, p, repro);
+      auto groups = partition(p);
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), groups), 0) << repro;
+      seen.push_back(groups);
+      EXPECT_GE(p.time, pick.time * (1 - 1e-9)) << repro;
+      EXPECT_GE(p.time, previous * (1 - 1e-9)) << repro;
+      previous = p.time;
+      EXPECT_EQ(partition(planGraph(g, b, hw, o)), groups) << repro;
+      ASSERT_EQ(st::compareOutputs(want, evaluatePlan(g, p, views), 0.0), "") << repro;
+    }
+  }
+  std::cout << "plan candidates: " << withRunnersUp << " of " << graphs
+            << " random graphs have a runner-up plan\n";
+  // Most graphs of 2-10 ops leave the search several plans; the feature is not vacuous.
+  EXPECT_GE(withRunnersUp * 2, graphs);
+  // Off plans one kernel per op: there is nothing else to offer.
+  PlannerOptions off;
+  off.mode = Mode::Off;
+  off.candidate = 1;
+  ir::Graph g = st::randomGraph(1, primitiveGraphs());
+  EXPECT_THROW(planGraph(g, st::randomBindings(g, 1), hw, off), Error);
+}
+
 TEST(PlanSearch, StitchNeverCostsMoreThanBasicOrOff) {
   const HardwareProfile hw = *findProfile("sm_90");
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(st::sweepCount(100)); ++seed) {

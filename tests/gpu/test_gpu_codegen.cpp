@@ -204,6 +204,36 @@ TEST(GpuEmitter, EntriesAndDeterminism) {
   }
 }
 
+// Each kernel includes only the device templates its code uses (NVRTC parses less); whether the
+// choice is complete is what the compile sweeps above check.
+TEST(GpuEmitter, IncludesOnlyTheTemplatesItUses) {
+  int loopOnly = 0, multiPhase = 0;
+  for (const gputest::NamedGraph& ng : gputest::exampleGraphs({64})) {
+    ir::Graph g = passes::runPasses(ng.graph);
+    fusion::Plan plan = fusion::planGraph(g, ng.bindings, *fusion::findProfile("sm_90"), {});
+    for (const fusion::Kernel& k : plan.kernels) {
+      lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
+      codegen::GpuKernelSource src = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
+      bool reduce = false;
+      for (const codegen::PhaseSchedule& s : src.schedule.phases) reduce = reduce || s.reduce;
+      auto includes = [&](const char* h) {
+        return src.source.find(std::string("#include \"stitch/") + h + "\"") != std::string::npos;
+      };
+      EXPECT_FALSE(includes("stitch.cuh")) << ng.name;
+      EXPECT_TRUE(includes("math.cuh")) << ng.name;
+      EXPECT_EQ(includes("reduce.cuh"), reduce) << ng.name;
+      EXPECT_EQ(includes("grid.cuh"), p.phases.size() > 1) << ng.name;
+      EXPECT_EQ(includes("vec.cuh"), src.source.find("_vec<") != std::string::npos) << ng.name;
+      EXPECT_EQ(includes("random.cuh"), src.source.find("stitch::uniform_") != std::string::npos)
+          << ng.name;
+      loopOnly += !reduce;
+      multiPhase += p.phases.size() > 1;
+    }
+  }
+  EXPECT_GT(loopOnly, 0);
+  EXPECT_GT(multiPhase, 0);
+}
+
 // One schedule (issue 12): the launch the planner priced is the launch the emitter produces. For
 // a one-phase kernel that is the phase's grid and block; for several phases the cooperative
 // entry's (the common block, the largest phase grid: lower/launch.h). The plan prices the aligned

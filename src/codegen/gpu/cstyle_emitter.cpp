@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <map>
@@ -691,6 +692,26 @@ void PhaseEmitter::emitFunction(int index, const std::string& params) {
 
 }  // namespace
 
+std::vector<std::string_view> deviceIncludes(const lower::KernelProgram& p,
+                                             const KernelSchedule& ks) {
+  bool reduce = false, vec = false, random = false;
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    const PhaseSchedule& s = ks.phases[i];
+    reduce = reduce || s.reduce;
+    vec = vec ||
+          std::find(s.vectorAccess.begin(), s.vectorAccess.end(), true) != s.vectorAccess.end();
+    for (const Inst& in : p.phases[i].insts)
+      random = random || (in.kind == InstKind::Op && in.op == OpCode::RandomUniform);
+  }
+  // math.cuh (with types.cuh) is in every kernel: conversions, rounding and the op semantics.
+  std::vector<std::string_view> headers = {"stitch/math.cuh"};
+  if (reduce) headers.push_back("stitch/reduce.cuh");
+  if (vec) headers.push_back("stitch/vec.cuh");
+  if (random) headers.push_back("stitch/random.cuh");
+  if (p.phases.size() > 1) headers.push_back("stitch/grid.cuh");  // stitch_all's barrier
+  return headers;
+}
+
 GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& target,
                               const GpuEmitOptions& options) {
   GpuKernelSource r;
@@ -719,7 +740,8 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
   out += dialect->prelude();
   out += fmt::format("// {} phase(s), {} threads per block, {}-bit indices, {}\n", p.phases.size(),
                      ks.block, ks.index64 ? 64 : 32, ks.aligned ? "16-byte aligned" : "unaligned");
-  out += "#include \"stitch/stitch.cuh\"\n\n";
+  for (std::string_view h : deviceIncludes(p, ks)) out += fmt::format("#include \"{}\"\n", h);
+  out += "\n";
   for (size_t i = 0; i < p.phases.size(); ++i) {
     const PhaseSchedule& s = ks.phases[i];
     out += fmt::format(

@@ -55,6 +55,14 @@ struct GpuEmitOptions {
 GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& target,
                               const GpuEmitOptions& options = {});
 
+// The device templates `emitGpuKernel` includes for `p` under schedule `ks`: the ones its code
+// uses (math.cuh always; reduce.cuh for reduce phases, vec.cuh for vector accesses, random.cuh for
+// random_uniform, grid.cuh for the cooperative entry's barrier), so NVRTC/hipRTC parse no more
+// than the kernel needs. A function of the program and its schedule, which the kernel cache key
+// covers.
+std::vector<std::string_view> deviceIncludes(const lower::KernelProgram& p,
+                                             const KernelSchedule& ks);
+
 // The device templates, as (include name, text): {"stitch/stitch.cuh", ...}. Embedded from
 // kernels_templates/ at build time; handed to NVRTC/hipRTC as headers.
 struct DeviceHeaderText {

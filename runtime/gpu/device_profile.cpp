@@ -1,0 +1,212 @@
+// The device's own figures for the cost model (design note in device_profile.h).
+#include "runtime/gpu/device_profile.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "runtime/gpu/device.h"
+#include "runtime/gpu/device_compiler.h"
+#include "support/error.h"
+#include "support/logging.h"
+
+namespace stitch::rt::gpu {
+
+namespace {
+
+constexpr std::string_view kHeader = "stitch-device-profile 1";
+
+// Every field of DeviceProfile, by its key in the text form. A field added to the struct must be
+// added here, or it is neither stored nor read back.
+template <class P, class F>
+void forEachField(P& p, F&& f) {
+  f("name", p.name);
+  f("driver", p.driver);
+  f("max_threads_per_processor", p.maxThreadsPerProcessor);
+  f("max_blocks_per_processor", p.maxBlocksPerProcessor);
+  f("max_threads_per_block", p.maxThreadsPerBlock);
+  f("registers_per_processor", p.registersPerProcessor);
+  f("shared_memory_per_processor", p.sharedMemoryPerProcessor);
+  f("shared_memory_per_block", p.sharedMemoryPerBlock);
+  f("clock_hz", p.clockHz);
+  f("memory_bandwidth", p.memoryBandwidth);
+}
+
+std::string text(const std::string& v) { return v; }
+std::string text(int v) { return std::to_string(v); }
+std::string text(int64_t v) { return std::to_string(v); }
+std::string text(double v) { return fmt::format("{:.17g}", v); }
+
+bool read(std::string_view s, std::string& out) {
+  out = std::string(s);
+  return true;
+}
+template <class N>
+bool read(std::string_view s, N& out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size() && out >= 0 && !std::isnan(double(out));
+}
+
+}  // namespace
+
+std::string serializeDeviceProfile(const DeviceProfile& p) {
+  std::string out = std::string(kHeader) + "\n";
+  forEachField(p, [&](std::string_view key, const auto& value) {
+    out += fmt::format("{}={}\n", key, text(value));
+  });
+  return out;
+}
+
+std::optional<DeviceProfile> parseDeviceProfile(std::string_view in) {
+  std::map<std::string, std::string, std::less<>> values;
+  size_t begin = 0;
+  bool first = true;
+  while (begin < in.size()) {
+    size_t end = in.find('\n', begin);
+    if (end == std::string_view::npos) return std::nullopt;  // every line ends with a newline
+    std::string_view line = in.substr(begin, end - begin);
+    begin = end + 1;
+    if (first) {
+      if (line != kHeader) return std::nullopt;
+      first = false;
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    if (!values.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1))).second)
+      return std::nullopt;
+  }
+  if (first) return std::nullopt;
+  DeviceProfile p;
+  bool ok = true;
+  size_t used = 0;
+  forEachField(p, [&](std::string_view key, auto& value) {
+    auto it = values.find(key);
+    ok = ok && it != values.end() && read(it->second, value);
+    used += it != values.end();
+  });
+  if (!ok || used != values.size()) return std::nullopt;
+  return p;
+}
+
+CacheKey deviceProfileKey(std::string_view backend, const std::string& arch,
+                          const DeviceProfile& queried) {
+  CacheKey key;
+  key.add("kind", "device-profile")
+      .add("backend", std::string(backend))
+      .add("arch", arch)
+      .add("device", queried.name)
+      .add("driver", queried.driver);
+  return key;
+}
+
+DeviceProfile withMeasuredBandwidth(DeviceProfile queried, const CacheKey& key, DiskCache& disk,
+                                    const std::function<double()>& measureBandwidth) {
+  if (auto bytes = disk.load(key)) {
+    std::optional<DeviceProfile> stored = parseDeviceProfile(
+        std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+    if (stored && stored->name == queried.name && stored->driver == queried.driver &&
+        stored->memoryBandwidth > 0) {
+      queried.memoryBandwidth = stored->memoryBandwidth;
+      log().debug("device profile: {} (driver {}): {:.0f} GB/s, measured earlier ({})",
+                  queried.name, queried.driver, queried.memoryBandwidth / 1e9,
+                  disk.pathFor(key).string());
+      return queried;
+    }
+    log().warn("device profile: {} does not hold {}'s figures; measuring again",
+               disk.pathFor(key).string(), queried.name);
+  }
+  double bandwidth = 0;
+  try {
+    bandwidth = measureBandwidth();
+  } catch (const std::exception& e) {
+    log().warn(
+        "device profile: measuring {}'s memory bandwidth failed ({}); the cost model "
+        "keeps its built-in figure",
+        queried.name, e.what());
+    return queried;
+  }
+  if (!(bandwidth > 0) || !std::isfinite(bandwidth)) {
+    log().warn(
+        "device profile: {}'s measured bandwidth is {}; the cost model keeps its built-in "
+        "figure",
+        queried.name, bandwidth);
+    return queried;
+  }
+  queried.memoryBandwidth = bandwidth;
+  std::string text = serializeDeviceProfile(queried);
+  disk.store(key, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return queried;
+}
+
+std::string_view copyKernelSource() {
+  // 16 bytes a thread per step, no vector types (NVRTC --minimal, hipRTC without headers).
+  static constexpr std::string_view kSource =
+      R"(struct alignas(16) Word { unsigned int x, y, z, w; };
+extern "C" __global__ void __launch_bounds__(256)
+stitch_copy(const Word* __restrict__ in, Word* __restrict__ out, unsigned long long n) {
+  for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n;
+       i += static_cast<unsigned long long>(gridDim.x) * 256ull)
+    out[i] = in[i];
+}
+)";
+  return kSource;
+}
+
+double measureCopyBandwidth(Device& device, DeviceCompiler& compiler, const std::string& arch) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  constexpr int kWarmup = 3, kTimed = 20;
+  auto t0 = std::chrono::steady_clock::now();
+  DeviceBinary binary =
+      compiler.compile(std::string(copyKernelSource()), "stitch_copy.cu", {}, arch);
+  std::shared_ptr<const void> module = device.loadModule(binary.bytes);
+  void* fn = device.function(module, "stitch_copy");
+  struct Buffer {
+    Device& device;
+    void* p;
+    ~Buffer() { device.release(p); }
+  };
+  Buffer in{device, device.allocate(kBytes)};
+  Buffer out{device, device.allocate(kBytes)};
+  void* inPtr = in.p;
+  void* outPtr = out.p;
+  unsigned long long words = kBytes / 16;
+  void* args[] = {&inPtr, &outPtr, &words};
+  // Enough blocks to fill every SM (2048 resident threads on the NVIDIA parts, 8 blocks of 256).
+  const int64_t grid = int64_t{device.smCount()} * 8;
+  for (int i = 0; i < kWarmup; ++i) device.launch(fn, grid, 256, 0, nullptr, args);
+  std::shared_ptr<void> start = device.createEvent(), end = device.createEvent();
+  std::vector<double> ms;
+  for (int i = 0; i < kTimed; ++i) {
+    device.recordEvent(start.get(), nullptr);
+    device.launch(fn, grid, 256, 0, nullptr, args);
+    device.recordEvent(end.get(), nullptr);
+    ms.push_back(device.elapsedMs(start.get(), end.get()));
+  }
+  device.synchronize(nullptr);
+  std::sort(ms.begin(), ms.end());
+  const double median = (ms[kTimed / 2 - 1] + ms[kTimed / 2]) / 2;
+  STITCH_CHECK(median > 0, ErrorCode::Internal, "copy kernel timed at {} ms", median);
+  const double bandwidth = 2.0 * kBytes / (median * 1e-3);
+  log().info(
+      "device profile: {} copies at {:.0f} GB/s (median of {} copies of {} MiB; {:.0f} ms "
+      "to measure, compile included)",
+      device.name(), bandwidth / 1e9, kTimed, kBytes >> 20,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return bandwidth;
+}
+
+DeviceProfile probeDeviceProfile(Device& device, DeviceCompiler& compiler,
+                                 const std::string& arch) {
+  DeviceProfile queried = device.queryProfile();
+  const CacheKey key = deviceProfileKey(device.backend(), arch, queried);
+  std::unique_ptr<DiskCache> disk = DiskCache::fromEnv();
+  return withMeasuredBandwidth(std::move(queried), key, *disk,
+                               [&] { return measureCopyBandwidth(device, compiler, arch); });
+}
+
+}  // namespace stitch::rt::gpu
