@@ -128,6 +128,9 @@ GRAPHS = [
     Graph("column_sums", "column_sums.stitch", "primitives (two column reductions)",
           {"dy": [R, C], "xhat": [R, C]}, lambda sh: [sh["dy"][1:]] * 2,
           {"dy": [64, 256], "xhat": [64, 256]}),
+    Graph("group_norm_silu", "group_norm_silu.stitch", "primitives across a reshape + silu composite",
+          {"x": [1024, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
+          {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}),
 ]
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 
@@ -156,6 +159,7 @@ def torch_fns(torch):
         "bias_gelu_residual": lambda h, bias, residual: F.gelu(h + bias) + residual,
         "adam_step": torch_adam_step,
         "column_sums": lambda dy, xhat: ((dy * xhat).sum(0), dy.sum(0)),
+        "group_norm_silu": lambda x, gamma, beta: F.silu(F.group_norm(x, 32, gamma, beta, 1e-5)),
     }
 
 
