@@ -413,6 +413,62 @@ TEST(CpuLowering, APartInOtherCoordinatesRunsOverTheKernelsDomain) {
   EXPECT_EQ(t.plannerFailures, 0);
 }
 
+// Layout boundaries over many shapes (issue 15): GroupNorm with its group view and channel
+// layout (channels per group, spatial size, batch), and rotary-style concats of halves computed
+// in the kernel along the last or an outer axis, beside a transpose of a computed value. Each is
+// planned for the host, run, and compared with the reference; most plan into one kernel.
+TEST(CpuLowering, LayoutBoundariesOnManyShapes) {
+  Totals t;
+  int graphs = 0, oneKernel = 0;
+  for (int64_t groups : {1, 2, 3})
+    for (int64_t perGroup : {1, 2, 4})
+      for (int64_t hw : {1, 3, 4}) {
+        int64_t c = groups * perGroup;
+        std::string text = fmt::format(
+            "graph gn(x: f32[N, {0}, {2}, 2], gamma: f32[{0}], beta: f32[{0}]) {{\n"
+            " xg = reshape(x, shape=[N, {1}, -1])\n"
+            " m = reduce_mean(xg, axes=[2], keepdims=true)\n xc = sub(xg, m)\n"
+            " sq = mul(xc, xc)\n v = reduce_mean(sq, axes=[2], keepdims=true)\n"
+            " ve = add(v, 1e-5)\n r = rsqrt(ve)\n xn = mul(xc, r)\n"
+            " xr = reshape(xn, shape=[N, {0}, {2}, 2])\n g = reshape(gamma, shape=[{0}, 1, 1])\n"
+            " b = reshape(beta, shape=[{0}, 1, 1])\n y0 = mul(xr, g)\n y1 = add(y0, b)\n"
+            " y = silu(y1)\n return y\n}}\n",
+            c, groups, hw);
+        ir::Graph g = parseOne(text.c_str());
+        for (int64_t n : {1, 3}) {
+          ir::Bindings b{{"N", n}};
+          std::string f =
+              checkGraph(g, b, static_cast<uint64_t>(n + c), fusion::Mode::Stitch, 1, t);
+          EXPECT_TRUE(f.empty()) << f;
+          ir::Graph opt = passes::runPasses(g);
+          oneKernel += fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels.size() == 1;
+          ++graphs;
+        }
+      }
+  for (int64_t half : {1, 2, 3})
+    for (int axis : {1, 3}) {
+      std::string text = fmt::format(
+          "graph rope(x: f32[2, 4, 3, {0}], cs: f32[3, {1}]) {{\n"
+          " x1 = slice(x, starts=[0, 0, 0, 0], ends=[2147483647, 2147483647, 2147483647, {1}])\n"
+          " x2 = slice(x, starts=[0, 0, 0, {1}], ends=[2, 4, 3, {0}])\n"
+          " a = mul(x1, cs)\n e = exp(x2)\n lo = sub(a, e)\n hi = add(e, x1)\n"
+          " y = concat(lo, hi, axis={2})\n t = transpose(e, perm=[0, 2, 1, 3])\n"
+          " return y, t\n}}\n",
+          2 * half, half, axis);
+      ir::Graph g = parseOne(text.c_str());
+      std::string f =
+          checkGraph(g, {}, static_cast<uint64_t>(half + axis), fusion::Mode::Stitch, 1, t);
+      EXPECT_TRUE(f.empty()) << f;
+      oneKernel += fusion::planGraph(passes::runPasses(g), {}, *fusion::findProfile("host"))
+                       .kernels.size() == 1;
+      ++graphs;
+    }
+  EXPECT_EQ(t.plannerFailures, 0);
+  EXPECT_EQ(t.mismatches, 0);
+  EXPECT_GT(oneKernel, graphs / 2) << oneKernel << " of " << graphs << " graphs in one kernel";
+  std::cout << oneKernel << " of " << graphs << " layout-boundary graphs in one kernel\n";
+}
+
 TEST(CpuLowering, RowReductionHasStagesAndRowUnits) {
   ir::Graph g = passes::runPasses(
       parseOne("graph s(x: f32[4, 8]) {\n y = softmax(x, axis=-1)\n return y\n}\n"));
