@@ -175,6 +175,9 @@ GRAPHS = [
     Graph("adam_clip", "adam_clip.stitch", "training: all-reduction + elementwise",
           {"p": [R * C], "g": [R * C], "m": [R * C], "v": [R * C]}, lambda sh: [sh["p"]] * 3,
           {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, dtypes=("f32",), suite="training"),
+    Graph("group_norm_silu", "group_norm_silu.stitch", "primitives across a reshape + silu composite",
+          {"x": [1024, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
+          {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}, suite="training"),
 ]
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 SECTIONS = ("main", "cost", "compile")
@@ -276,6 +279,7 @@ def training_fns(torch):
         "batch_norm_train": batch_norm_train,
         "cross_entropy_train": cross_entropy_train,
         "adam_clip": adam_clip,
+        "group_norm_silu": lambda x, gamma, beta: F.silu(F.group_norm(x, 32, gamma, beta, 1e-5)),
     }
 
 

@@ -118,6 +118,8 @@ class Analyzer {
   bool isColumnReduction(int n) const;
   bool placeNodes();
   bool placeValue(int n);
+  // Whether n is computed (through values of this kernel) from one of its reductions.
+  bool readsReduction(int n);
   void layOut(Kernel& k);
   void countWork(Kernel& k);
 
@@ -126,6 +128,7 @@ class Analyzer {
   bool explain_;
   uint32_t stamp_ = 0;
   std::vector<Place> places_;  // by position in nodes_
+  std::vector<bool> reads_;    // readsReduction, by position (filled on first use)
   std::string reason_;
 
   int dominant_ = -1;
@@ -203,21 +206,27 @@ bool Analyzer::placeValue(int n) {
     else place(n) = Place::Partial;
     return true;
   }
-  // A row-major reshape of the whole domain keeps each element's flat index. Under a row
-  // reduction it must also keep rows contiguous: some suffix of its dims spans one row.
+  // A value of the domain's size in other coordinates (GroupNorm's [N, 256, 16, 16] view of a
+  // [N, 32, 2048] domain) is evaluated at the domain position's flat index: reshape keeps the
+  // flat index, and an elementwise op or broadcast_to of this size reads its full-size operands
+  // at the same flat index, so those belong to the position's row under any mapping. Its
+  // smaller operands are read in its own coordinates, which say nothing about rows: they must
+  // not be computed from a reduction of the kernel, whose result is the current row's whatever
+  // the index (a broadcast of a row value to the domain's size in other coordinates is not
+  // the position's row: [N, 2, 2] reduced over axis 1 and a per-row value broadcast to
+  // [2, N, 1, 2]).
   if (ctx_.numel[n] == total) {
-    bool ok = kind_ == MappingKind::Loop;
-    if (kind_ == MappingKind::RowReduce) {
-      int64_t suffix = 1;
-      for (size_t i = s.size(); i-- > 0 && !ok;) {
-        suffix *= s[i];
-        ok = suffix == rowLength_;
-      }
-    }
-    if (ok) {
-      place(n) = Place::Elem;
-      return true;
-    }
+    for (int o : ctx_.graph.node(n).operands)
+      if (in(o) && ctx_.numel[o] < total && (ctx_.kinds[o] == OpKind::Reduce || readsReduction(o)))
+        return fail([&] {
+          return fmt::format(
+              "{} has shape {}, the size of the kernel's domain {} in other coordinates, and "
+              "broadcasts {} ({}), which is computed from a reduction of the kernel: its index "
+              "there does not name the row",
+              name(n), shapeText(s), shapeText(domain_), name(o), shapeText(ctx_.shapes[o]));
+        });
+    place(n) = Place::Elem;
+    return true;
   }
   // The dominant's result without keepdims: the kept dims in order, one value per row.
   if (kind_ != MappingKind::Loop && ctx_.numel[n] == rows_) {
@@ -234,9 +243,21 @@ bool Analyzer::placeValue(int n) {
       return true;
     }
   }
+  // A smaller value that fits no axis of the domain: a broadcast operand of a reshaped value
+  // (gamma [256, 1, 1] over the [N, 256, 16, 16] view of a [N, 32, 2048] domain), a half of a
+  // concat or a slice. Each consumer evaluates it at its own index (recompute), which is right
+  // for any index as long as nothing it reads is a reduction of this kernel: a reduction's
+  // result is read as the current row's accumulator whatever the index, and the index of such
+  // a value says nothing about which row it belongs to.
+  if (ctx_.numel[n] < total && !readsReduction(n)) {
+    place(n) = Place::Partial;
+    return true;
+  }
   return fail([&] {
-    return fmt::format("{} has shape {}, which does not fit the kernel's domain {}", name(n),
-                       shapeText(s), shapeText(domain_));
+    return fmt::format(
+        "{} has shape {}, which does not fit the kernel's domain {}{}", name(n), shapeText(s),
+        shapeText(domain_),
+        ctx_.numel[n] < total ? " and is computed from a reduction of the kernel" : "");
   });
 }
 
@@ -255,6 +276,17 @@ bool Analyzer::isColumnReduction(int n) const {
   return true;
 }
 
+bool Analyzer::readsReduction(int n) {
+  if (reads_.empty()) {
+    // nodes_ is in topological order (ids), so operands come first.
+    reads_.assign(nodes_.size(), false);
+    for (int m : nodes_)
+      for (int o : ctx_.graph.node(m).operands)
+        if (in(o) && (ctx_.kinds[o] == OpKind::Reduce || reads_[pos(o)])) reads_[pos(m)] = true;
+  }
+  return reads_[pos(n)];
+}
+
 bool Analyzer::placeNodes() {
   const ir::Node& dom = ctx_.graph.node(dominant_);
   for (int n : nodes_) {
@@ -266,16 +298,22 @@ bool Analyzer::placeNodes() {
                            node.name, ir::opName(node.op));
       });
     // A gathered operand is read at computed indices, so it must be in memory; gather's index
-    // operand is read where the gather is and may be computed in the kernel.
+    // operand is read where the gather is and may be computed in the kernel. Transpose, slice
+    // and concat read their operands at index arithmetic of their own index: an operand
+    // computed in the kernel is recomputed there (a rotary embedding's halves), unless it is
+    // computed from a reduction of the kernel, whose result is the current row's whatever the
+    // index (see placeValue). Staging through a shared-memory tile is not formed.
     if (k == OpKind::DataMovement)
       for (int o :
            node.op == OpCode::Gather ? std::span(node.operands).first(1) : std::span(node.operands))
-        if (in(o))
+        if (in(o) &&
+            (node.op == OpCode::Gather || ctx_.kinds[o] == OpKind::Reduce || readsReduction(o)))
           return fail([&] {
             return fmt::format(
-                "{} ({}) would gather {} from this kernel's registers; staging it through a "
+                "{} ({}) would {} {} from this kernel's registers{}; staging it through a "
                 "shared-memory tile is not formed by this planner",
-                node.name, ir::opName(node.op), name(o));
+                node.name, ir::opName(node.op), node.op == OpCode::Gather ? "gather" : "move",
+                name(o), node.op == OpCode::Gather ? "" : ", and it is computed from a reduction");
           });
     if (k != OpKind::Reduce) {
       if (!placeValue(n)) return false;
@@ -586,9 +624,10 @@ void Analyzer::countWork(Kernel& k) {
   s.blocks = m.blocks;
   s.threadsPerBlock = m.threadsPerBlock;
   // Registers: about two per op of the row walk. Ops after a grid barrier run in a later phase
-  // (lower/kernel_program.h) and do not add to the walk's pressure.
+  // (lower/kernel_program.h) and do not add to the walk's pressure; nor does a reshape, which
+  // the lowering turns into no instruction (it keeps the flat index).
   size_t walkOps = 0;
-  for (int n : k.nodes) walkOps += after[pos(n)] ? 0 : 1;
+  for (int n : k.nodes) walkOps += after[pos(n)] || ctx_.kinds[n] == OpKind::Reshape ? 0 : 1;
   int base = 16 + 2 * static_cast<int>(std::min<size_t>(walkOps, 64));
   s.registersPerThread = base;
   int reductions = 0;

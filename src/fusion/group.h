@@ -4,15 +4,24 @@
 // the ops of a candidate kernel it picks the dominant op (the reduction with the largest input,
 // else the largest op), takes its iteration space as the kernel's domain, and places every op
 // in it:
-//   elem     the value has the domain's shape (or a row-major reshape of it): one per element;
+//   elem     the value has the domain's shape, or its size in other coordinates (a row-major
+//            reshape of it: GroupNorm's [N, 256, 16, 16] over a [N, 32, 2048] domain): one per
+//            element, evaluated at the domain position's flat index;
 //   row      constant along the reduced axes: one per row, broadcast to the row's threads;
 //   partial  a broadcast operand computed in the kernel (varies along some reduced axes but not
-//            per element): each consumer thread recomputes it (local scheme, recompute);
+//            per element), or a smaller value that fits no axis of the domain (a per-channel
+//            value over the reshaped view, a half of a concat): each consumer thread recomputes
+//            it at its own index (local scheme, recompute);
 //   global   a second-level reduction of row values to a scalar (grid barrier).
-// Reductions must match the dominant's domain and axes (or be second-level). Data-moving layout
-// ops (transpose, slice, concat) must read values from global memory: staging an in-kernel value
-// through a shared-memory tile is not formed by this planner. A set whose ops split into
-// independent parts is packed horizontally when every part is a valid kernel on its own.
+// Reductions must match the dominant's domain and axes (or be second-level). The lowering reads
+// a reduction's result as the current row's whatever the index, so a value computed from a
+// reduction of the kernel may only be read in the domain's coordinates: not as a smaller value
+// that fits no axis of the domain, not broadcast into a value in other coordinates, not moved
+// by transpose, slice or concat (those recompute in-kernel operands at their own index
+// arithmetic otherwise: rotary embeddings' halves). Gather must read its data from global
+// memory: staging an in-kernel value through a shared-memory tile is not formed by this
+// planner. A set whose ops split into independent parts is packed horizontally when every part
+// is a valid kernel on its own.
 // The result carries the mapping, the scheme of every internal edge, the traffic and work
 // (KernelSummary) and its cost; or the reason it cannot be one kernel. On a GPU profile the
 // candidate is lowered so that its grid and block are the launch the emitter will use

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <set>
 
+#include "support/checked.h"
+
 namespace stitch::ir {
 
 namespace {
@@ -330,13 +332,22 @@ TensorType inferSlice(std::span<const TensorType* const> ops, Attrs& attrs) {
     if (steps[i] <= 0) fail(fmt::format("steps= entry {} must be positive", steps[i]), -1, "steps");
     const Dim& d = in.shape[i];
     if (d.isSymbolic()) {
-      // The result size would be an expression of the symbol; only the whole axis is allowed.
-      if (starts[i] != 0 || ends[i] < (int64_t{1} << 62) || steps[i] != 1)
-        fail(fmt::format("slice along symbolic dim {} (axis {}) must take the whole axis: start 0, "
-                         "end 9223372036854775807, step 1",
-                         d.symbol, i),
-             -1, "starts");
-      ends[i] = INT64_MAX;
+      // A dim is a size or a symbol, never an expression of one: the slice must take the whole
+      // axis. Its end clamps to the axis (Python semantics), so any end at or past the largest
+      // size the axis can have says so; exporters write 2^31 - 1 or 2^63 - 1 for "to the end".
+      // An end below 2^62 (no tensor has that many elements) is kept as written, and
+      // bindInputs checks the symbol's size against it (signature.h).
+      auto whole = [&](const char* attr, std::string_view want) {
+        fail(fmt::format("slice along symbolic dim {} (axis {}) must take the whole axis ({} "
+                         "here): start 0, step 1 and an end of at least {} (ends past the axis "
+                         "clamp to it)",
+                         d.symbol, i, want, kSymbolicSliceEnd),
+             -1, attr);
+      };
+      if (starts[i] != 0) whole("starts", fmt::format("start {}", starts[i]));
+      if (steps[i] != 1) whole("steps", fmt::format("step {}", steps[i]));
+      if (ends[i] < kSymbolicSliceEnd) whole("ends", fmt::format("end {}", ends[i]));
+      if (ends[i] >= kMaxTensorBytes) ends[i] = INT64_MAX;
       out.push_back(d);
       continue;
     }

@@ -1,6 +1,7 @@
 // Type and shape inference for every op (one function per family, named in ops.def).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -24,6 +25,13 @@ class OpError : public Error {
   int operand_;
   std::string attr_;
 };
+
+// slice along a symbolic axis must take the whole axis (a dim is never an expression of a
+// symbol): start 0, step 1 and an end of at least kSymbolicSliceEnd (2^31 - 1, the "to the end"
+// of exporters that write int32; ends clamp to the axis). Inference keeps such an end as
+// written, and bindInputs (signature.h) rejects a size past it; an end of at least
+// kMaxTensorBytes (support/checked.h: no axis is longer) becomes INT64_MAX.
+inline constexpr int64_t kSymbolicSliceEnd = 2147483647;
 
 #define STITCH_INFER_FN(Name) \
   TensorType Name(std::span<const TensorType* const> operands, Attrs& attrs);

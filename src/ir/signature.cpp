@@ -45,7 +45,29 @@ Bindings bindInputs(const Graph& g, std::span<const ConcreteInput> inputs) {
     }
   }
   checkValueSizes(g, b);
+  checkSymbolicSlices(g, b);
   return b;
+}
+
+void checkSymbolicSlices(const Graph& g, const Bindings& b) {
+  if (b.empty()) return;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpCode::Slice) continue;
+    const Node& in = g.node(n.operands[0]);
+    const std::vector<int64_t>& ends = n.attrs.getInts("ends");
+    for (size_t a = 0; a < in.type.shape.size(); ++a) {
+      const Dim& d = in.type.shape[a];
+      if (!d.isSymbolic() || ends[a] == INT64_MAX) continue;
+      auto bound = b.find(d.symbol);
+      if (bound == b.end()) continue;  // not bound here: nothing to check yet
+      int64_t size = bound->second;
+      STITCH_CHECK(size <= ends[a], ErrorCode::ShapeMismatch,
+                   "slice '{}' takes axis {} of '{}' ({}) to its end, written as {}, but {}={} is "
+                   "longer: the result would be a prefix of the axis, which its type {} does not "
+                   "say",
+                   n.name, a, in.name, typeStr(in.type), ends[a], d.symbol, size, typeStr(n.type));
+    }
+  }
 }
 
 void checkValueSizes(const Graph& g, const Bindings& b) {

@@ -780,14 +780,33 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     // are not connected (analyzeGroup tries the whole set first): a part whose own dominant is
     // smaller than one of its values (a gradient beside an all-reduction of per-row weights,
     // the rows' reduction itself in another part) runs over the kernel's domain, which the
-    // analysis checked every value against.
+    // analysis checked every value against. So does a part with no reduction of its own whose
+    // largest value is in other coordinates than an output beside it (a [4, 8] broadcast of a
+    // reshaped [8, 1] output, beside rows of an [8, 4] domain): a loop over the part's own
+    // domain could not store that output, while the kernel's domain stores each per row.
     int64_t domainSize = product(domain);
-    for (int n : part)
-      if (product(shapes[n]) > domainSize) {
-        domain = kernelDomain;
-        reduced = kernelReduced;
-        break;
+    auto fitsLoop = [&](const Dims& s) {
+      if (product(s) == domainSize) return true;
+      if (s.size() > domain.size() &&
+          !std::all_of(s.begin(), s.end() - static_cast<long>(domain.size()),
+                       [](int64_t d) { return d == 1; }))
+        return false;
+      for (size_t i = 0; i < domain.size(); ++i) {
+        int64_t sd = i + s.size() >= domain.size() ? s[i + s.size() - domain.size()] : 1;
+        if (sd != domain[i] && sd != 1) return false;
       }
+      return true;
+    };
+    bool ownDomain = true;
+    for (int n : part) ownDomain = ownDomain && product(shapes[n]) <= domainSize;
+    if (ownDomain && std::find(reduced.begin(), reduced.end(), true) == reduced.end())
+      for (int o : k.outputs)
+        if (std::binary_search(part.begin(), part.end(), o))
+          ownDomain = ownDomain && fitsLoop(shapes[o]);
+    if (!ownDomain) {
+      domain = kernelDomain;
+      reduced = kernelReduced;
+    }
     bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
     auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
                         const std::vector<std::pair<int, int>>& stores,

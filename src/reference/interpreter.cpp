@@ -645,7 +645,7 @@ class Evaluator {
       }
       case OpCode::Slice: {
         // Inference normalized starts (non-negative, clamped) and the output shape holds the
-        // counts, so ends are not needed (they may be INT64_MAX on a symbolic axis).
+        // counts, so ends are not needed (on a symbolic axis they are only past its end).
         const HostTensor& x = arg(n, 0);
         Dims in = contiguousStrides(x.shape);
         const auto& starts = at.getInts("starts");

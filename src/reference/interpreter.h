@@ -42,7 +42,7 @@
 // Layout and sources
 // - reshape keeps the row-major data. transpose: out.dim[k] = in.dim[perm[k]]. broadcast_to is
 //   NumPy broadcasting. slice uses the normalized starts/steps of inference and the concrete
-//   output shape (an `ends` of INT64_MAX on a symbolic axis is the whole axis). concat along
+//   output shape (a slice of a symbolic axis takes the whole axis: ir/infer.h). concat along
 //   axis, operands in order.
 // - Constant (a scalar) and full: value rounded to the dtype (ints: the exact integer; bool:
 //   value != 0). iota: each element is its index along axis, converted like a cast from i64.

@@ -273,6 +273,75 @@ TEST(CApi, BuildOpByOpWithAttributes) {
   EXPECT_THROW(g.addInput("z", static_cast<stitch_dtype_t>(42), {}), stitch::Error);
 }
 
+// Rotary embeddings as exporters write them: halves sliced off a symbolic axis with ends of
+// 2^31 - 1 ("to the end", clamped to the axis), rotated and concatenated. Built op by op, run
+// on the reference and the cpu backend; an end inside a symbolic axis is refused with the attribute
+// named, and a size past a written end is refused when the symbol is bound.
+TEST(CApi, SliceOfASymbolicAxisEndsPastIt) {
+  stitch::Graph g = stitch::Graph::create("rope");
+  stitch_value_t x = g.addInput("x", STITCH_F32, {{0, "T"}, {4, ""}});
+  auto ints = [](const char* name, const std::vector<int64_t>& v) {
+    stitch_attr_t a{};
+    a.name = name;
+    a.kind = STITCH_ATTR_INTS;
+    a.ints = v.data();
+    a.count = v.size();
+    return a;
+  };
+  const std::vector<int64_t> zero{0, 0}, mid{0, 2}, half{2147483647, 2}, end{2147483647, 4};
+  stitch_value_t x1 = g.addOp("slice", {x}, {ints("starts", zero), ints("ends", half)}, "x1");
+  stitch_value_t x2 = g.addOp("slice", {x}, {ints("starts", mid), ints("ends", end)}, "x2");
+  stitch_value_t n2 = g.addOp("neg", {x2}, {}, "n2");
+  stitch_attr_t axis{};
+  axis.name = "axis";
+  axis.kind = STITCH_ATTR_INT;
+  axis.i = 1;
+  stitch_value_t y = g.addOp("concat", {n2, x1}, {axis}, "y");
+  g.setOutputs({y});
+  EXPECT_EQ(g.output(0).dims[0].symbol, "T");
+  EXPECT_NE(g.print().find("ends=[2147483647, 2]"), std::string::npos) << g.print();
+  float in[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  int64_t shape[2] = {3, 4};
+  for (const char* backend : {"reference", "cpu"}) {
+    SCOPED_TRACE(backend);
+    stitch_engine_t engine = nullptr;
+    const char* k[] = {"backend"};
+    const char* v[] = {backend};
+    stitch_status_t st = stitch_engine_create(k, v, 1, &engine);
+    if (st == STITCH_ERROR_BACKEND_UNAVAILABLE) continue;  // a build without LLVM
+    ASSERT_EQ(st, STITCH_OK) << lastError();
+    stitch_program_t program = nullptr;
+    ASSERT_EQ(stitch_program_compile(engine, g.get(), &program), STITCH_OK) << lastError();
+    float out[12] = {};
+    DLTensor a = f32Tensor(in, shape, 2), b = f32Tensor(out, shape, 2);
+    ASSERT_EQ(stitch_program_run(program, &a, 1, &b, 1, nullptr), STITCH_OK) << lastError();
+    const float want[12] = {-3, -4, 1, 2, -7, -8, 5, 6, -11, -12, 9, 10};
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(out[i], want[i]) << i;
+    // T = 2^31 is past the written end: the query binds T and says so, allocating nothing.
+    int64_t big[2] = {int64_t{1} << 31, 4}, dims[2] = {};
+    size_t rank = 0;
+    DLTensor q = f32Tensor(nullptr, big, 2);
+    EXPECT_EQ(stitch_program_output_shape(program, &q, 1, 0, dims, 2, &rank),
+              STITCH_ERROR_SHAPE_MISMATCH);
+    EXPECT_NE(lastError().find("slice 'x1' takes axis 0 of 'x' (f32[T, 4]) to its end, written "
+                               "as 2147483647, but T=2147483648 is longer"),
+              std::string::npos)
+        << lastError();
+    stitch_program_destroy(program);
+    stitch_engine_destroy(engine);
+  }
+  // An end inside the symbolic axis would make the result's size an expression of T.
+  const std::vector<int64_t> inside{100, 4};
+  stitch_value_t out = -1;
+  stitch_attr_t bad[] = {ints("starts", zero), ints("ends", inside)};
+  EXPECT_EQ(stitch_graph_add_op(g.get(), "slice", &x, 1, bad, 2, "z", &out),
+            STITCH_ERROR_INVALID_GRAPH);
+  EXPECT_NE(lastError().find("slice along symbolic dim T (axis 0) must take the whole axis (end "
+                             "100 here): start 0, step 1 and an end of at least 2147483647"),
+            std::string::npos)
+      << lastError();
+}
+
 TEST(CApi, GraphWithoutOutputsDoesNotCompile) {
   stitch::Graph g = stitch::Graph::create("g");
   g.addInput("x", STITCH_F32, {{2, ""}});

@@ -115,6 +115,47 @@ TEST_F(Builder, SliceNormalizesPythonIndices) {
   EXPECT_EQ(node(e).type.shape, sh({d(0), s("N")}));  // empty, not negative
 }
 
+// A symbolic axis is taken whole when the slice starts at 0 with step 1 and ends past the axis:
+// 2^31 - 1 (exporters' int32 "to the end") is kept as written and checked against the bound
+// size later (signature.h); an end of 2^62 or more is past any axis and becomes INT64_MAX.
+// Anything else would need a size expression, and the error names the attribute at fault.
+TEST_F(Builder, SliceOfASymbolicAxisEndingPastItTakesItWhole) {
+  int x = in("x", DType::F32, sh({s("N"), d(8)}));
+  auto slice = [&](std::vector<int64_t> starts, std::vector<int64_t> ends,
+                   std::vector<int64_t> steps) {
+    return b.addOp(
+        OpCode::Slice, {x},
+        {{"starts", std::move(starts)}, {"ends", std::move(ends)}, {"steps", std::move(steps)}});
+  };
+  int y = slice({0, 2}, {2147483647, 2147483647}, {1, 1});
+  EXPECT_EQ(node(y).type.shape, sh({s("N"), d(6)}));
+  EXPECT_EQ(node(y).attrs.getInts("ends"), (std::vector<int64_t>{2147483647, 8}));
+  int z = slice({0, 0}, {int64_t{1} << 62, 8}, {1, 1});
+  EXPECT_EQ(node(z).type.shape, sh({s("N"), d(8)}));
+  EXPECT_EQ(node(z).attrs.getInts("ends"), (std::vector<int64_t>{INT64_MAX, 8}));
+  struct Bad {
+    std::vector<int64_t> starts, ends, steps;
+    const char* attr;
+    const char* says;
+  };
+  for (const Bad& c : {Bad{{0, 0}, {2147483646, 8}, {1, 1}, "ends", "(end 2147483646 here)"},
+                       Bad{{0, 0}, {-1, 8}, {1, 1}, "ends", "(end -1 here)"},
+                       Bad{{1, 0}, {INT64_MAX, 8}, {1, 1}, "starts", "(start 1 here)"},
+                       Bad{{0, 0}, {INT64_MAX, 8}, {2, 1}, "steps", "(step 2 here)"}}) {
+    try {
+      slice(c.starts, c.ends, c.steps);
+      ADD_FAILURE() << "accepted a slice " << c.says;
+    } catch (const OpError& e) {
+      EXPECT_EQ(e.attr(), c.attr) << e.message();
+      EXPECT_NE(e.message().find(std::string("slice along symbolic dim N (axis 0) must take the "
+                                             "whole axis ") +
+                                 c.says + ": start 0, step 1 and an end of at least 2147483647"),
+                std::string::npos)
+          << e.message();
+    }
+  }
+}
+
 TEST_F(Builder, NormalizationParametersMatchNormalizedDims) {
   int x = in("x", DType::F32, sh({s("N"), d(4), d(8)}));
   int g2 = in("g2", DType::F32, sh({d(4), d(8)}));

@@ -79,9 +79,10 @@ std::vector<std::string> opTable() {
   b = broadcast_to(x, shape=[3, N, 4, 8])
   s = slice(x, starts=[0, 1, -4], ends=[9223372036854775807, 3, 8], steps=[1, 1, 2])
   s2 = slice(x, starts=[0, 0, 0], ends=[9223372036854775807, 100, -1])
+  s3 = slice(x, starts=[0, 0, 4], ends=[2147483647, 2147483647, 2147483647])
   c = concat(x, x, s2, axis=-1)
   c1 = concat(x, axis=1)
-  return r2, r3, t, t2, b, s, c, c1
+  return r2, r3, t, t2, b, s, s3, c, c1
 }
 )");
   t.push_back(R"(graph sources(x: f32[N, 4]) {

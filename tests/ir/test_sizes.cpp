@@ -132,6 +132,25 @@ TEST(SizeGates, BindingSymbolsChecksEveryValue) {
   EXPECT_NO_THROW(ir::bindInputs(g, in));
 }
 
+// A slice takes a symbolic axis whole up to an end written as 2^31 - 1: binding the symbol past
+// that end is an error (Python would give a prefix of the axis, not the whole axis its type
+// says), at the end itself it is not; ends of 2^62 and more are past any axis.
+TEST(SizeGates, SliceEndsBoundTheSymbolicAxesTheyTake) {
+  ir::Graph g = parse(
+      "graph g(x: f32[N, 2], w: f32[M]) {\n  y = slice(x, starts=[0, 0], ends=[2147483647, 2])\n"
+      "  v = slice(w, starts=[0], ends=[9223372036854775807])\n  return y, v\n}\n");
+  std::vector<int64_t> xShape = {int64_t{1} << 31, 2}, wShape = {int64_t{1} << 40};
+  std::vector<ir::ConcreteInput> in = {{ir::DType::F32, xShape}, {ir::DType::F32, wShape}};
+  Error e = errorOf([&] { ir::bindInputs(g, in); });
+  EXPECT_EQ(e.code(), ErrorCode::ShapeMismatch);
+  EXPECT_TRUE(has(e,
+                  "slice 'y' takes axis 0 of 'x' (f32[N, 2]) to its end, written as 2147483647, "
+                  "but N=2147483648 is longer"))
+      << e.message();
+  xShape[0] = 2147483647;
+  EXPECT_NO_THROW(ir::bindInputs(g, in));
+}
+
 TEST(SizeGates, ReferenceSoftmaxOnAnOverflowingShapeIsAnError) {
   // It crashed: the 2^72-element input wrapped to an empty one whose rows were then read.
   ir::Graph g = parse("graph g(x: f32[N, 1024]) {\n  y = softmax(x, axis=-1)\n  return y\n}\n");
