@@ -9,7 +9,8 @@
 #           against PyTorch, the cost model's pick against its runner-up plans and basic (measured),
 #           NVRTC's cold compile time per kernel for the device's arch, and first runs with serial
 #           vs parallel compiles (STITCH_BENCH_ARGS adds run.py options, e.g. "--iters 50" or
-#           "--sections cost,compile");
+#           "--sections cost,compile"); and the plans' bytes against the minimal traffic for the
+#           device's arch (bench/gpu/plan_traffic.py) into OUTDIR/plan_traffic.md;
 # torch:    with the machine's python3 (PyTorch 2.x; transformers if present, else the model tests
 #           skip): python/tests/torch2 on CUDA tensors (STITCH_TEST_DEVICE=cuda), then the
 #           training-step benchmark (bench/torch/train_step.py: eager vs Inductor vs
@@ -57,6 +58,10 @@ for stage in $stages; do
       # shellcheck disable=SC2086  # STITCH_BENCH_ARGS is a list of options
       python3 bench/gpu/run.py --stitch build/gpu/tools/stitch --out "$out/gpu.md" \
         --json "$out/gpu.json" ${STITCH_BENCH_ARGS:-} >"$out/bench.log" 2>&1 || failed=$((failed + 1))
+      cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
+      arch=sm_${cap/./}
+      python3 bench/gpu/plan_traffic.py --stitch build/gpu/tools/stitch --targets "$arch" \
+        >"$out/plan_traffic.md" 2>>"$out/bench.log" || failed=$((failed + 1))
       grep -E "within 5% of the fastest|^\| [0-9]+ \| [0-9.]+ \|" "$out/gpu.md" 2>/dev/null
       tail -30 "$out/gpu.md" 2>/dev/null
       ;;

@@ -214,7 +214,9 @@ def torch_fns(torch):
 def training_fns(torch):
     """The training suite's graphs as PyTorch tensor ops, one per primitive of the .stitch file
     (bf16 rounds after each op, as Stitch's primitives do). Eager runs them op by op; Inductor
-    fuses what it can: the same math both ways."""
+    fuses what it can: the same math both ways. GroupNorm + SiLU is PyTorch's library ops, as the
+    .stitch file is its composites' decomposition."""
+    F = torch.nn.functional
 
     def layer_norm_backward(dy, x, gamma):
         mean = x.mean(1, keepdim=True)
