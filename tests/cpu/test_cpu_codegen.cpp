@@ -140,6 +140,7 @@ std::vector<reference::HostTensor> runCompiled(
 struct Totals {
   int graphs = 0, kernels = 0, phases = 0, mismatches = 0, plannerFailures = 0;
   int columnPartials = 0;  // phases carrying column partials (lower/column_partials.h)
+  int columnTiles = 0;     // phases the emitter runs in column tiles (llvm_emitter.h)
   double buildMs = 0;      // the driver: plan, lower, emit
   rt::cpu::CompileStats stats;
 };
@@ -176,7 +177,10 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
   ++totals.graphs;
   totals.kernels += static_cast<int>(plan.kernels.size());
   for (const lower::KernelProgram& p : build.programs)
-    for (const lower::Phase& ph : p.phases) totals.columnPartials += ph.workers > 0;
+    for (const lower::Phase& ph : p.phases) {
+      totals.columnPartials += ph.workers > 0;
+      totals.columnTiles += codegen::columnTile(ph) > 0;
+    }
   if (!failure.empty()) {
     ++totals.mismatches;
     std::string programs;
@@ -191,8 +195,8 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
 void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
   std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
-            << " phases, " << t.columnPartials << " with column partials), " << t.mismatches
-            << " mismatches, " << t.plannerFailures
+            << " phases, " << t.columnPartials << " with column partials, " << t.columnTiles
+            << " in column tiles), " << t.mismatches << " mismatches, " << t.plannerFailures
             << " plans the driver failed to make; per kernel: plan+lower+emit "
             << t.buildMs / std::max(1, s.kernels) << " ms, parse "
             << s.parseMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
@@ -594,6 +598,37 @@ TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
         Totals t;
         std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
         EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
+      }
+    }
+}
+
+// Column and middle-axis reductions run in column tiles (llvm_emitter.h): every reduction and
+// dtype, unit counts that leave partial tiles, tall columns that lower/split_rows.h splits into
+// sub-columns (their combine phase is tiled too), and a middle axis whose units tile only in
+// groups of 64; each against the reference.
+TEST(CpuLowering, ColumnTilesMatchTheReference) {
+  struct Case {
+    const char* shape;
+    const char* axes;
+    ir::Bindings b;
+  };
+  const Case cases[] = {{"[R, N]", "[0]", {{"R", 700}, {"N", 300}}},
+                        {"[R, N]", "[0]", {{"R", 8192}, {"N", 96}}},
+                        {"[A, R, N]", "[1]", {{"A", 3}, {"R", 200}, {"N", 64}}}};
+  for (const char* dt : {"f32", "bf16", "i32"})
+    for (const char* op :
+         {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}) {
+      if (std::string_view(dt) == "i32" && std::string_view(op) == "reduce_mean") continue;
+      for (const Case& c : cases) {
+        std::string text = fmt::format(
+            "graph s(x: {0}{1}, y: {0}{1}) {{\n p = mul(x, y)\n r = {2}(p, axes={3})\n"
+            " q = {2}(x, axes={3})\n return r, q\n}}\n",
+            dt, c.shape, op, c.axes);
+        ir::Graph g = parseOne(text.c_str());
+        Totals t;
+        std::string f = checkGraph(g, c.b, 7, fusion::Mode::Stitch, 1, t);
+        EXPECT_TRUE(f.empty()) << text << f;
+        EXPECT_GT(t.columnTiles, 0) << text;
       }
     }
 }

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
+#include <optional>
 
 #include "support/error.h"
 #include "support/philox.h"
@@ -58,6 +60,152 @@ bool isWide(const lower::Accumulator& a) {
   return ir::isFloat(a.dtype) && (a.op == lower::ReduceOp::Sum || a.op == lower::ReduceOp::Mean);
 }
 
+// Column tiles. A column or middle-axis reduction gives each unit (a column, or a sub-column
+// after lower/split_rows.h) a walk down memory with a large stride: one unit at a time, each
+// load touches a cache line for one element, and the host runs such a sum ~20x slower than a
+// row sum of the same bytes. So the emitter interchanges the loops: a tile of kColumnTile
+// adjacent units walks the rows together, the inner loop over the tile's units reading
+// contiguous memory (vectorized) into per-unit accumulator arrays. Each unit keeps the blocks
+// of the unit-at-a-time loop (512 elements summed in the compute type, then into an f64 total),
+// summed in row order within a block where that loop kept several partial sums in vector lanes.
+//
+// The tile's code computes index arithmetic once per tile at its first unit t (aligned to the
+// tile size T) and gives each use the value at unit t + j as B + slope * j. tileForms() proves
+// that form for every index instruction over any aligned tile: it tracks, for a value
+// v(t + j) = B + s * j, the slope s and a known divisor g of B. UnitIndex is (s 1, g T); a
+// division or remainder by c of a value with s > 0 keeps the form only where the tile cannot
+// cross a multiple of c: e.g. c divides g (B is a multiple of c) and s * (T - 1) < c, when
+// (B + s j) / c = B / c and (B + s j) % c = s j. Anything else (a slope that crosses, an
+// index computed from a per-unit load or op) fails the proof and the phase keeps the plain loop.
+// (The general rule, with h = gcd(g, c): s * (T - 1) < h; see the IDivC case.)
+constexpr int64_t kColumnTile = 256;
+
+struct IndexForm {
+  int64_t slope = 0;     // index instructions: v(t + j) = B + slope * j
+  int64_t divisor = 1;   // a known divisor of B (0: B is 0)
+  bool variant = false;  // the value differs between the tile's units
+};
+
+bool isIndexKind(InstKind k) {
+  return k == InstKind::UnitIndex || k == InstKind::LoopIndex || k == InstKind::IAdd ||
+         k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
+}
+
+// The forms of every instruction the phase's blocks use, or nullopt where one has none.
+// Instructions are a DAG whose ids need not be in order (passes such as split_rows append index
+// arithmetic), so forms are computed depth first from the operands.
+std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t T) {
+  const size_t n = ph.insts.size();
+  std::vector<IndexForm> f(n);
+  std::vector<uint8_t> state(n, 0);  // 0 new, 1 in progress, 2 done
+  std::function<bool(int)> form = [&](int id) -> bool {
+    if (id < 0 || static_cast<size_t>(id) >= n || state[static_cast<size_t>(id)] == 1) return false;
+    if (state[static_cast<size_t>(id)] == 2) return true;
+    state[static_cast<size_t>(id)] = 1;
+    const Inst& in = ph.insts[static_cast<size_t>(id)];
+    for (int a : in.args)
+      if (a >= 0 && !form(a)) return false;
+    // An operand of index arithmetic: its form, or (0, 1) for a value the tile's units share.
+    auto operand = [&](int a, IndexForm& out) {
+      out = f[static_cast<size_t>(a)];
+      const InstKind k = ph.insts[static_cast<size_t>(a)].kind;
+      if (isIndexKind(k) || k == InstKind::Const) return true;
+      if (out.variant) return false;  // a per-unit load or op inside index arithmetic
+      out = IndexForm{0, 1, false};
+      return true;
+    };
+    IndexForm& r = f[static_cast<size_t>(id)];
+    IndexForm x, y;
+    switch (in.kind) {
+      case InstKind::Const:
+        r = {0, ir::isInt(in.dtype) ? (in.ivalue < 0 ? -in.ivalue : in.ivalue) : 1, false};
+        break;
+      case InstKind::UnitIndex: r = {1, T, true}; break;
+      case InstKind::LoopIndex: r = {0, 1, false}; break;
+      case InstKind::IAdd:
+        if (!operand(in.args[0], x) || !operand(in.args[1], y)) return false;
+        if (__builtin_add_overflow(x.slope, y.slope, &r.slope)) return false;
+        r.divisor = std::gcd(x.divisor, y.divisor);
+        break;
+      case InstKind::IMulC: {
+        if (!operand(in.args[0], x)) return false;
+        int64_t m = in.ivalue < 0 ? -in.ivalue : in.ivalue;
+        if (__builtin_mul_overflow(x.slope, in.ivalue, &r.slope)) return false;
+        // Any divisor of B * m will do: keep g when g * m overflows.
+        if (__builtin_mul_overflow(x.divisor, m, &r.divisor)) r.divisor = x.divisor;
+        break;
+      }
+      case InstKind::IDivC:
+      case InstKind::IRemC: {
+        if (!operand(in.args[0], x) || in.ivalue <= 0) return false;
+        const int64_t c = in.ivalue;
+        const bool div = in.kind == InstKind::IDivC;
+        if (x.slope == 0) {
+          r.slope = 0;
+          if (div) r.divisor = x.divisor == 0 ? 0 : (x.divisor % c == 0 ? x.divisor / c : 1);
+          else r.divisor = std::gcd(x.divisor, c);
+          break;
+        }
+        // B and every multiple of c are multiples of h = gcd(g, c), so no multiple of c lies in
+        // (B, B + s (T - 1)] when s (T - 1) < h: the quotient is B / c and the remainder
+        // B % c + s j, with B % c a multiple of h (0 when c divides g).
+        const int64_t h = std::gcd(x.divisor, c);
+        if (x.slope < 0 || x.slope > (h - 1) / std::max<int64_t>(T - 1, 1)) return false;
+        const bool cDividesB = h == c;
+        if (div) r = {0, cDividesB ? (x.divisor == 0 ? 0 : x.divisor / c) : 1, false};
+        else r = {x.slope, cDividesB ? 0 : h, true};
+        break;
+      }
+      case InstKind::Load:
+      case InstKind::Store:
+        x = f[static_cast<size_t>(in.args[0])];
+        r.variant = x.slope != 0 || x.variant;
+        break;
+      case InstKind::AccRead: r.variant = true; break;
+      case InstKind::Accumulate: break;
+      case InstKind::Op:
+        for (int a : in.args)
+          if (a >= 0) r.variant = r.variant || f[static_cast<size_t>(a)].variant;
+        break;
+    }
+    if (isIndexKind(in.kind)) r.variant = r.slope != 0;
+    state[static_cast<size_t>(id)] = 2;
+    return true;
+  };
+  for (const lower::Block* b : {&ph.pre, &ph.stages[0].body, &ph.post})
+    for (int id : b->insts)
+      if (!form(id)) return std::nullopt;
+  return f;
+}
+
+// The tile forms of a phase worth tiling (see above): a reduce phase of one stage whose units
+// each run one loop over the row (no per-element block, no worker dealing), with a load that
+// walks the row strided and moves one element per unit, over tiles of kColumnTile units or a
+// smaller power of two, at least 16.
+std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, int64_t& tile) {
+  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || !ph.elems.insts.empty() ||
+      ph.units < 2)
+    return std::nullopt;
+  for (int id : ph.pre.insts)
+    if (ph.insts[static_cast<size_t>(id)].kind == InstKind::Store) return std::nullopt;
+  for (tile = kColumnTile; tile >= 16; tile /= 2) {
+    std::optional<std::vector<IndexForm>> f = tileForms(ph, tile);
+    if (!f) continue;
+    for (int id : ph.stages[0].body.insts) {
+      const Inst& in = ph.insts[static_cast<size_t>(id)];
+      if (in.kind != InstKind::Load || (*f)[static_cast<size_t>(in.args[0])].slope != 1) continue;
+      try {
+        int64_t step =
+            lower::evalIndex(ph, in.args[0], 0, 1) - lower::evalIndex(ph, in.args[0], 0, 0);
+        if (step != 0 && step != 1) return f;
+      } catch (const std::exception&) {
+      }
+    }
+    return std::nullopt;  // nothing strided: the plain loop reads contiguously already
+  }
+  return std::nullopt;
+}
+
 class PhaseEmitter {
  public:
   PhaseEmitter(llvm::Module& m, const lower::Phase& ph)
@@ -91,7 +239,13 @@ class PhaseEmitter {
     return ctype(t);
   }
   DType dtypeOf(int id) const { return ph_.insts[static_cast<size_t>(id)].dtype; }
-  llvm::Value* val(int id) const { return vals_[static_cast<size_t>(id)]; }
+  // An operand's value: in a column tile, an index instruction's value at the current unit
+  // (B + slope * j); ix() is the value at the tile's first unit, which index arithmetic uses.
+  llvm::Value* val(int id) const {
+    llvm::Value* j = valsJ_.empty() ? nullptr : valsJ_[static_cast<size_t>(id)];
+    return j ? j : vals_[static_cast<size_t>(id)];
+  }
+  llvm::Value* ix(int id) const { return vals_[static_cast<size_t>(id)]; }
   llvm::Value* i64(int64_t v) { return B_.getInt64(static_cast<uint64_t>(v)); }
 
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
@@ -185,6 +339,23 @@ class PhaseEmitter {
   llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
   void emitBlock(const lower::Block& b);
   void emitStage(const lower::Stage& st);
+  void emitColumnTiles(llvm::Value* begin, llvm::Value* end);
+  void walkRow(const lower::Stage& st, const std::function<void(llvm::Value*)>& step,
+               const std::function<void()>& flush);
+  // The running value of accumulator a (wide ones: the block's) and a wide one's f64 total: in a
+  // column tile, the current unit's element of the tile's arrays.
+  llvm::Value* accSlot(int a) {
+    if (!tileJ_) return accSlots_[static_cast<size_t>(a)];
+    return B_.CreateGEP(accType(ph_.accs[static_cast<size_t>(a)]),
+                        accTiles_[static_cast<size_t>(a)], tileJ_);
+  }
+  llvm::Value* wideSlot(int a) {
+    if (!tileJ_) return wideSlots_[static_cast<size_t>(a)];
+    return B_.CreateGEP(B_.getDoubleTy(), wideTiles_[static_cast<size_t>(a)], tileJ_);
+  }
+  void initAccs(const lower::Stage& st);
+  void flushWide(const lower::Stage& st);
+  void finishAccs(const lower::Stage& st);
   void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body);
 
   llvm::LLVMContext& C_;
@@ -196,6 +367,15 @@ class PhaseEmitter {
   std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
   std::vector<llvm::AllocaInst*> wideSlots_;  // wide accs: the f64 total of the blocks
   std::vector<llvm::Value*> accFinal_;        // after the stage: f64 for wide accs (mean divided)
+  // Column tiles (see tileForms): the proven index forms, each unit's accumulators, the
+  // current unit's offset j in the tile (null outside a tile's per-unit loops) and the index
+  // values at unit t + j.
+  std::vector<IndexForm> forms_;
+  int64_t tile_ = 0;
+  std::vector<llvm::AllocaInst*> accTiles_;
+  std::vector<llvm::AllocaInst*> wideTiles_;
+  llvm::Value* tileJ_ = nullptr;
+  std::vector<llvm::Value*> valsJ_;
   llvm::Value* unit_ = nullptr;
   llvm::Value* loopIndex_ = nullptr;
 };
@@ -439,14 +619,12 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::Const: v = constant(in); break;
       case InstKind::UnitIndex: v = unit_; break;
       case InstKind::LoopIndex: v = loopIndex_; break;
-      case InstKind::IAdd:
-        v = B_.CreateAdd(val(in.args[0]), val(in.args[1]), "", false, true);
-        break;
+      case InstKind::IAdd: v = B_.CreateAdd(ix(in.args[0]), ix(in.args[1]), "", false, true); break;
       case InstKind::IMulC:
-        v = B_.CreateMul(val(in.args[0]), i64(in.ivalue), "", false, true);
+        v = B_.CreateMul(ix(in.args[0]), i64(in.ivalue), "", false, true);
         break;
-      case InstKind::IDivC: v = B_.CreateUDiv(val(in.args[0]), i64(in.ivalue)); break;
-      case InstKind::IRemC: v = B_.CreateURem(val(in.args[0]), i64(in.ivalue)); break;
+      case InstKind::IDivC: v = B_.CreateUDiv(ix(in.args[0]), i64(in.ivalue)); break;
+      case InstKind::IRemC: v = B_.CreateURem(ix(in.args[0]), i64(in.ivalue)); break;
       case InstKind::Load: v = load(in); break;
       case InstKind::Store: store(in); break;
       case InstKind::AccRead: {
@@ -459,8 +637,8 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       }
       case InstKind::Accumulate: {
         const lower::Accumulator& a = ph_.accs[static_cast<size_t>(in.acc)];
-        llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(in.acc)];
-        llvm::Value* acc = B_.CreateLoad(slot->getAllocatedType(), slot);
+        llvm::Value* slot = accSlot(in.acc);
+        llvm::Value* acc = B_.CreateLoad(accType(a), slot);
         llvm::Value* x = val(in.args[0]);
         if (x->getType() != acc->getType()) x = B_.CreateFPExt(x, acc->getType());
         B_.CreateStore(accCombine(a, acc, x), slot);
@@ -469,6 +647,13 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::Op: v = op(in); break;
     }
     vals_[static_cast<size_t>(id)] = v;
+    if (tileJ_ && isIndexKind(in.kind)) {
+      const int64_t slope = forms_[static_cast<size_t>(id)].slope;
+      valsJ_[static_cast<size_t>(id)] =
+          slope == 0
+              ? nullptr
+              : B_.CreateAdd(v, B_.CreateMul(tileJ_, i64(slope), "", true, true), "", true, true);
+    }
   }
 }
 
@@ -492,66 +677,121 @@ void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
   B_.SetInsertPoint(exit);
 }
 
-// One stage: the walk over the row, then the accumulators' final values. Wide accumulators sum
-// blocks in the compute type (vectorized when contiguous: the loop has a constant trip count and
-// reassociable adds) and add each block's sum to an f64 total, so the error stays that of a
-// block (O(block / lanes) roundings) for any row length. A row of at most one block is one
-// loop, as it would be without blocking.
-void PhaseEmitter::emitStage(const lower::Stage& st) {
-  std::vector<int> wide;
+void PhaseEmitter::initAccs(const lower::Stage& st) {
   for (int a : st.accs) {
-    B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), accSlots_[static_cast<size_t>(a)]);
-    if (isWide(ph_.accs[static_cast<size_t>(a)])) wide.push_back(a);
+    const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
+    B_.CreateStore(accInit(acc), accSlot(a));
+    if (isWide(acc)) B_.CreateStore(llvm::ConstantFP::get(B_.getDoubleTy(), 0.0), wideSlot(a));
   }
-  for (int a : wide)
-    B_.CreateStore(llvm::ConstantFP::get(B_.getDoubleTy(), 0.0),
-                   wideSlots_[static_cast<size_t>(a)]);
-  // Adds the block's sums to the totals and restarts the blocks.
-  auto flush = [&] {
-    for (int a : wide) {
-      llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(a)];
-      llvm::AllocaInst* total = wideSlots_[static_cast<size_t>(a)];
-      llvm::Value* part = B_.CreateLoad(slot->getAllocatedType(), slot);
-      if (!part->getType()->isDoubleTy()) part = B_.CreateFPExt(part, B_.getDoubleTy());
-      B_.CreateStore(B_.CreateFAdd(B_.CreateLoad(B_.getDoubleTy(), total), part), total);
-      B_.CreateStore(accInit(ph_.accs[static_cast<size_t>(a)]), slot);
-    }
-  };
-  auto walk = [&](llvm::Value* lo, llvm::Value* hi) {
-    loop(lo, hi, [&](llvm::Value* k) {
-      loopIndex_ = k;
-      emitBlock(st.body);
-    });
-  };
-  const int64_t n = ph_.rowLength;
-  const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
-  if (wide.empty() || n <= kBlock) {
-    walk(i64(0), i64(n));
-  } else {
-    loop(i64(0), i64(n / kBlock), [&](llvm::Value* blk) {
-      llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
-      loop(i64(0), i64(kBlock), [&](llvm::Value* j) {
-        loopIndex_ = B_.CreateAdd(base, j, "", true, true);
-        emitBlock(st.body);
-      });
-      flush();
-    });
-    if (n % kBlock != 0) walk(i64(n / kBlock * kBlock), i64(n));
+}
+
+// Adds the block's sums of the wide accumulators to their totals and restarts the blocks.
+void PhaseEmitter::flushWide(const lower::Stage& st) {
+  for (int a : st.accs) {
+    const lower::Accumulator& acc = ph_.accs[static_cast<size_t>(a)];
+    if (!isWide(acc)) continue;
+    llvm::Value* slot = accSlot(a);
+    llvm::Value* total = wideSlot(a);
+    llvm::Value* part = B_.CreateLoad(accType(acc), slot);
+    if (!part->getType()->isDoubleTy()) part = B_.CreateFPExt(part, B_.getDoubleTy());
+    B_.CreateStore(B_.CreateFAdd(B_.CreateLoad(B_.getDoubleTy(), total), part), total);
+    B_.CreateStore(accInit(acc), slot);
   }
-  flush();
+}
+
+// The accumulators' final values (wide ones: the f64 total, means divided), for AccRead.
+void PhaseEmitter::finishAccs(const lower::Stage& st) {
   for (int ai : st.accs) {
     const lower::Accumulator& a = ph_.accs[static_cast<size_t>(ai)];
     llvm::Value* v;
     if (isWide(a)) {
-      v = B_.CreateLoad(B_.getDoubleTy(), wideSlots_[static_cast<size_t>(ai)]);
+      v = B_.CreateLoad(B_.getDoubleTy(), wideSlot(ai));
       if (a.op == lower::ReduceOp::Mean)
         v = B_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count)));
     } else {
-      llvm::AllocaInst* slot = accSlots_[static_cast<size_t>(ai)];
-      v = B_.CreateLoad(slot->getAllocatedType(), slot);
+      v = B_.CreateLoad(accType(a), accSlot(ai));
     }
     accFinal_[static_cast<size_t>(ai)] = v;
   }
+}
+
+// The walk over a row: step(k) for k in [0, rowLength). Wide accumulators sum blocks in the
+// compute type (vectorized when contiguous: the loop has a constant trip count and reassociable
+// adds) and add each block's sum to an f64 total (flush), so the error stays that of a block
+// (O(block / lanes) roundings) for any row length. A row of at most one block is one loop, as
+// it would be without blocking.
+void PhaseEmitter::walkRow(const lower::Stage& st, const std::function<void(llvm::Value*)>& step,
+                           const std::function<void()>& flush) {
+  bool wide = false;
+  for (int a : st.accs) wide = wide || isWide(ph_.accs[static_cast<size_t>(a)]);
+  const int64_t n = ph_.rowLength;
+  const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
+  if (!wide || n <= kBlock) {
+    loop(i64(0), i64(n), step);
+  } else {
+    loop(i64(0), i64(n / kBlock), [&](llvm::Value* blk) {
+      llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
+      loop(i64(0), i64(kBlock),
+           [&](llvm::Value* j) { step(B_.CreateAdd(base, j, "", true, true)); });
+      flush();
+    });
+    if (n % kBlock != 0) loop(i64(n / kBlock * kBlock), i64(n), step);
+  }
+  flush();
+}
+
+// One stage of one unit: the walk over the row, then the accumulators' final values.
+void PhaseEmitter::emitStage(const lower::Stage& st) {
+  initAccs(st);
+  walkRow(
+      st,
+      [&](llvm::Value* k) {
+        loopIndex_ = k;
+        emitBlock(st.body);
+      },
+      [&] { flushWide(st); });
+  finishAccs(st);
+}
+
+// Units [begin, end) of a column phase, a tile of tile_ units at a time (see tileForms): tiles
+// are aligned to tile_ in unit space, so the first and last may be partial. Every per-unit step
+// is an inner loop over the tile's units; the unit's own pre block is recomputed where its
+// values are used (it holds index arithmetic and per-unit loads, hoisted by LLVM when invariant).
+void PhaseEmitter::emitColumnTiles(llvm::Value* begin, llvm::Value* end) {
+  const int64_t T = tile_;
+  const lower::Stage& st = ph_.stages[0];
+  llvm::Value* firstTile = B_.CreateUDiv(begin, i64(T));
+  llvm::Value* endTile = B_.CreateUDiv(B_.CreateAdd(end, i64(T - 1)), i64(T));
+  loop(firstTile, endTile, [&](llvm::Value* tileNo) {
+    llvm::Value* t = B_.CreateMul(tileNo, i64(T), "", true, true);
+    llvm::Value* jlo = B_.CreateSelect(B_.CreateICmpSGT(begin, t), B_.CreateSub(begin, t), i64(0));
+    llvm::Value* rest = B_.CreateSub(end, t);
+    llvm::Value* jhi = B_.CreateSelect(B_.CreateICmpSLT(rest, i64(T)), rest, i64(T));
+    auto perUnit = [&](const std::function<void()>& fn) {
+      loop(jlo, jhi, [&](llvm::Value* j) {
+        tileJ_ = j;
+        unit_ = t;
+        fn();
+        tileJ_ = nullptr;
+      });
+    };
+    perUnit([&] { initAccs(st); });
+    walkRow(
+        st,
+        [&](llvm::Value* k) {
+          loopIndex_ = k;
+          perUnit([&] {
+            emitBlock(ph_.pre);
+            emitBlock(st.body);
+          });
+        },
+        [&] { perUnit([&] { flushWide(st); }); });
+    perUnit([&] {
+      finishAccs(st);
+      emitBlock(ph_.pre);
+      emitBlock(ph_.post);
+    });
+  });
 }
 
 void PhaseEmitter::emit(const std::string& name) {
@@ -575,6 +815,14 @@ void PhaseEmitter::emit(const std::string& name) {
     wideSlots_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy()) : nullptr);
     accFinal_.push_back(nullptr);
   }
+  if (std::optional<std::vector<IndexForm>> forms = columnTileForms(ph_, tile_)) {
+    forms_ = std::move(*forms);
+    valsJ_.assign(ph_.insts.size(), nullptr);
+    for (const lower::Accumulator& a : ph_.accs) {
+      accTiles_.push_back(B_.CreateAlloca(accType(a), i64(tile_)));
+      wideTiles_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy(), i64(tile_)) : nullptr);
+    }
+  }
   if (!ph_.reduce) {
     llvm::Value* lo = B_.CreateMul(begin, i64(ph_.chunk));
     llvm::Value* hi = B_.CreateMul(end, i64(ph_.chunk));
@@ -595,7 +843,9 @@ void PhaseEmitter::emit(const std::string& name) {
           emitBlock(ph_.elems);
         });
     };
-    if (ph_.workers == 0) {
+    if (!forms_.empty()) {
+      emitColumnTiles(begin, end);
+    } else if (ph_.workers == 0) {
       loop(begin, end, row);
     } else {
       // [begin, end) are workers; worker w runs units w, w + W, ... in order (workers <= units).
@@ -627,6 +877,11 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
     names.push_back(name);
   }
   return names;
+}
+
+int64_t columnTile(const lower::Phase& ph) {
+  int64_t tile = 0;
+  return columnTileForms(ph, tile) ? tile : 0;
 }
 
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix) {

@@ -19,7 +19,11 @@
 // drops the small addends). Means divide the f64 total. Float products hold an underflowed
 // product of nonzero factors at the smallest subnormal (the reference's rule: +-inf times it is
 // +-inf, not NaN), which keeps their loops scalar. Element loops are plain counted loops over
-// contiguous indices, so the loop vectorizer sees them.
+// contiguous indices, so the loop vectorizer sees them. Column and middle-axis reductions (units
+// adjacent in memory, each walking its row with a stride) run in column tiles: a tile of
+// adjacent units walks the rows together, the inner loop over the units contiguous in memory and
+// vectorized, each unit with its own accumulators (columnTile; the proof that the tile's index
+// arithmetic is affine is in the .cpp).
 #pragma once
 
 #include <memory>
@@ -39,6 +43,9 @@ namespace stitch::codegen {
 // function names in phase order.
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
                                      llvm::Module& m);
+
+// The units per column tile emitProgram runs phase `ph` in (0: one unit at a time).
+int64_t columnTile(const lower::Phase& ph);
 
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
