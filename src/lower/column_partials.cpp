@@ -15,7 +15,12 @@ int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarge
   // At least kRowsPerWorker rows each, so the partials (one row per worker, written and read
   // once) stay a small part of the traffic on short inputs too.
   const int64_t enough = (units + kRowsPerWorker - 1) / kRowsPerWorker;
-  return std::max<int64_t>(1, std::min({enough, machine, budget}));
+  const int64_t workers = std::max<int64_t>(1, std::min({enough, machine, budget}));
+  if (target) return workers;
+  // The host deals blocks of ceil(units / workers) units (Phase::workerBlocks): as many workers
+  // as it takes, so that none is left without a unit (its partials would never be written).
+  const int64_t per = (units + workers - 1) / workers;
+  return (units + per - 1) / per;
 }
 
 ir::DType partialDType(ir::DType t) {

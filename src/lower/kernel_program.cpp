@@ -91,9 +91,10 @@ class PhaseBuilder {
   void build(const std::vector<std::pair<int, int>>& stores);
   // Column reductions of the domain (node, partials param) the rows phase carries as per-worker
   // partials over `workers` workers (lower/column_partials.h). Before build.
-  void carryColumns(std::vector<std::pair<int, int>> columns, int64_t workers) {
+  void carryColumns(std::vector<std::pair<int, int>> columns, int64_t workers, bool blocks) {
     columns_ = std::move(columns);
     workers_ = workers;
+    workerBlocks_ = blocks;
   }
 
   std::vector<int> inputParams;   // program params read, by position
@@ -163,6 +164,7 @@ class PhaseBuilder {
   int unit_ = -1;
   std::vector<std::pair<int, int>> columns_;
   int64_t workers_ = 0;
+  bool workerBlocks_ = false;
 };
 
 int PhaseBuilder::add(Inst in) {
@@ -626,8 +628,13 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       // Column partials: partial[w, k] = (first unit of worker w ? 0 : partial[w, k]) + x.
       if (!columns_.empty()) {
         ph_.workers = workers_;
-        int first = op(OpCode::Lt, ir::DType::Bool, unit_, constI(workers_));
-        int at = iadd(imulc(iremc(unit_, workers_), ph_.rowLength), k.flat);
+        ph_.workerBlocks = workerBlocks_;
+        // Worker w's first unit is w (round robin) or w * per (blocks).
+        const int64_t per = (ph_.units + workers_ - 1) / workers_;
+        int first = workerBlocks_ ? op(OpCode::Eq, ir::DType::Bool, iremc(unit_, per), constI(0))
+                                  : op(OpCode::Lt, ir::DType::Bool, unit_, constI(workers_));
+        int worker = workerBlocks_ ? idivc(unit_, per) : iremc(unit_, workers_);
+        int at = iadd(imulc(worker, ph_.rowLength), k.flat);
         for (auto [node, param] : columns_) {
           int input = g_.node(node).operands[0];
           ir::DType t = partialDType(g_.node(node).type.dtype);
@@ -817,7 +824,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       ph.reduced = std::move(red);
       ph.reduce = std::find(ph.reduced.begin(), ph.reduced.end(), true) != ph.reduced.end();
       PhaseBuilder pb(g, shapes, ph, materialized, inKernel);
-      pb.carryColumns(std::move(columns), workers);
+      pb.carryColumns(std::move(columns), workers, /*blocks=*/launch == nullptr);
       pb.build(stores);
       if (ph.reduce) {
         ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
@@ -952,7 +959,9 @@ std::string printProgram(const KernelProgram& p) {
     out += fmt::format(
         "phase {}: {} units={} {} buffers=[", ph.name, ph.reduce ? "reduce" : "loop", ph.units,
         ph.reduce ? fmt::format("row={}{}", ph.rowLength,
-                                ph.workers ? fmt::format(" workers={}", ph.workers) : std::string())
+                                ph.workers ? fmt::format(" workers={}{}", ph.workers,
+                                                         ph.workerBlocks ? " (blocks)" : "")
+                                           : std::string())
                   : fmt::format("chunk={} total={}", ph.chunk, ph.total));
     for (size_t i = 0; i < ph.buffers.size(); ++i)
       out += fmt::format("{}{}{}", i ? ", " : "",

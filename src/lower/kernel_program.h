@@ -150,6 +150,12 @@ struct Phase {
   // a unit may read what earlier units of its worker stored: the per-worker column partials of
   // a column reduction stitched into a row kernel (lower/column_partials.h).
   int64_t workers = 0;
+  // With workers: worker w runs the contiguous units [w * per, (w + 1) * per), per =
+  // ceil(units / workers), instead (the host's dealing: a CPU core then walks consecutive rows,
+  // as the hardware prefetchers expect; dealt every workers-th unit, each 16 KB row started a new
+  // stream, and layer norm's backward ran ~1.5x slower). GPUs deal round robin, so that the
+  // unit slots running at once read adjacent rows.
+  bool workerBlocks = false;
   Levels levels;
   std::vector<int64_t> domain;
   std::vector<bool> reduced;  // per domain axis

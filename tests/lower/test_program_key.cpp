@@ -208,8 +208,8 @@ class Mutations {
 
  private:
   void phase(const Phase& ph, const std::string& at, Getter<Phase> get) {
-    const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, levels, domain,
-                 reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] = ph;
+    const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, levels,
+                 domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] = ph;
     scalar<std::string>(
         "Phase::name", at, [get](KernelProgram & q) -> auto& { return get(q).name; });
     scalar<bool>(
@@ -226,6 +226,9 @@ class Mutations {
         "Phase::rowLength", at, [get](KernelProgram & q) -> auto& { return get(q).rowLength; });
     scalar<int64_t>(
         "Phase::workers", at, [get](KernelProgram & q) -> auto& { return get(q).workers; });
+    scalar<bool>(
+        "Phase::workerBlocks",
+        at, [get](KernelProgram & q) -> auto& { return get(q).workerBlocks; });
     leaf<Levels>(
         at + ".levels", [get](KernelProgram & q) -> auto& { return get(q).levels; });
     vectorOf<int64_t>(
@@ -343,6 +346,7 @@ std::set<std::string> everyField() {
       "Phase::total",
       "Phase::rowLength",
       "Phase::workers",
+      "Phase::workerBlocks",
       "Phase::domain[]",
       "Phase::domain#grow",
       "Phase::domain#shrink",

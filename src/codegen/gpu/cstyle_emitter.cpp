@@ -619,13 +619,16 @@ void PhaseEmitter::emitReducePhase() {
     line(fmt::format("{} unit = vb * {} + ux;", idx_, UX));
     line(fmt::format("const bool active = unit < {};", ph_.units));
   } else {
-    // Unit slot w is worker w: units w, w + W, ... in order (kernel_program.h). Every thread of
-    // the block makes the same number of trips (the row reductions synchronize the block).
+    // Unit slot w is worker w: units w, w + W, ... in order, or with workerBlocks the units
+    // w * per + trip (kernel_program.h). Every thread of the block makes the same number of
+    // trips (the row reductions synchronize the block).
     const int64_t W = ph_.workers;
+    const int64_t per = (ph_.units + W - 1) / W;
     line(fmt::format("const {} w = vb * {} + ux;", idx_, UX));
-    line(fmt::format("for ({0} trip = 0; trip < {1}; ++trip) {{", idx_, (ph_.units + W - 1) / W));
+    line(fmt::format("for ({0} trip = 0; trip < {1}; ++trip) {{", idx_, per));
     ++indent_;
-    line(fmt::format("{} unit = w + trip * {};", idx_, W));
+    line(ph_.workerBlocks ? fmt::format("{} unit = w * {} + trip;", idx_, per)
+                          : fmt::format("{} unit = w + trip * {};", idx_, W));
     line(fmt::format("const bool active = w < {} && unit < {};", W, ph_.units));
   }
   // Lanes past the last unit compute on the last one (in bounds) and store nothing.

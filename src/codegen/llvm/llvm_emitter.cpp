@@ -11,6 +11,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -816,8 +817,16 @@ void PhaseEmitter::emit(const std::string& name) {
   buffers->addAttr(llvm::Attribute::NoAlias);
   buffers->addAttr(llvm::Attribute::ReadOnly);
   B_.SetInsertPoint(llvm::BasicBlock::Create(C_, "entry", f));
-  for (size_t i = 0; i < ph_.buffers.size(); ++i)
-    bufs_.push_back(B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
+  // A param the phase both reads and writes (column partials: partial[w, k] read, added to and
+  // stored back) is one pointer value: through two loaded pointers, LLVM's vectorizer checks at
+  // run time that they are far apart, finds them equal and runs the scalar loop.
+  for (size_t i = 0; i < ph_.buffers.size(); ++i) {
+    auto same = std::find(ph_.buffers.begin(), ph_.buffers.begin() + static_cast<std::ptrdiff_t>(i),
+                          ph_.buffers[i]);
+    bufs_.push_back(same != ph_.buffers.begin() + static_cast<std::ptrdiff_t>(i)
+                        ? bufs_[static_cast<size_t>(same - ph_.buffers.begin())]
+                        : B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
+  }
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
     accSlots_.push_back(B_.CreateAlloca(accType(a)));
@@ -857,9 +866,17 @@ void PhaseEmitter::emit(const std::string& name) {
     } else if (ph_.workers == 0) {
       loop(begin, end, row);
     } else {
-      // [begin, end) are workers; worker w runs units w, w + W, ... in order (workers <= units).
+      // [begin, end) are workers; worker w runs units w, w + W, ... in order (workers <= units),
+      // or with workerBlocks the units [w * per, min((w + 1) * per, units)).
       const int64_t W = ph_.workers;
+      const int64_t per = (ph_.units + W - 1) / W;
       loop(begin, end, [&](llvm::Value* w) {
+        if (ph_.workerBlocks) {
+          llvm::Value* lo = B_.CreateMul(w, i64(per), "", true, true);
+          llvm::Value* hi = B_.CreateAdd(lo, i64(per), "", true, true);
+          loop(lo, B_.CreateSelect(B_.CreateICmpSLT(hi, i64(ph_.units)), hi, i64(ph_.units)), row);
+          return;
+        }
         llvm::Value* trips = B_.CreateSDiv(B_.CreateSub(i64(ph_.units + W - 1), w), i64(W));
         loop(i64(0), trips, [&](llvm::Value* j) {
           row(B_.CreateAdd(w, B_.CreateMul(j, i64(W), "", true, true), "", true, true));
