@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "bool": 1}
 
@@ -83,6 +84,44 @@ def machine_info() -> dict:
     except OSError:
         pass
     return info
+
+
+# ------------------------------------------------------------------------------------------------
+# Benchmark graphs
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchGraph:
+    """A benchmark graph: its file, the input shapes the peers must use (checked against the
+    file), the output shapes as a function of the input shapes, and tiny shapes for --smoke."""
+
+    name: str
+    file: str
+    form: str
+    inputs: dict[str, list[int]]
+    outputs: Callable[[dict[str, list[int]]], list[list[int]]]
+    smoke: dict[str, list[int]]
+    suite: str = "inference"  # or "training" (backward passes, optimizer steps)
+    fixed: dict[str, str] | None = None  # inputs whose dtype is not the case's (labels: i64)
+
+    def shapes(self, smoke: bool) -> dict[str, list[int]]:
+        return self.smoke if smoke else self.inputs
+
+    def input_dtypes(self, dtype: str) -> dict[str, str]:
+        return {n: (self.fixed or {}).get(n, dtype) for n in self.inputs}
+
+    def min_bytes(self, dtype: str, smoke: bool) -> int:
+        """Every input read once, every output written once: the least any implementation moves."""
+        sh = self.shapes(smoke)
+        dts = self.input_dtypes(dtype)
+        ins = sum(math.prod(s) * DTYPE_BYTES[dts[n]] for n, s in sh.items())
+        return ins + sum(math.prod(s) for s in self.outputs(sh)) * DTYPE_BYTES[dtype]
+
+
+def same_as(name: str):
+    """Outputs: one, shaped like input `name`."""
+    return lambda sh: [sh[name]]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -69,7 +69,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -77,10 +76,10 @@ GRAPH_DIR = HERE / "graphs"
 DRIVER = Path(__file__).resolve()
 
 sys.path.insert(0, str(HERE.parent))
-from common import (DTYPE_BYTES, CostCase, caller_path, check_signature, cost_model_report,  # noqa: E402
+from common import (DTYPE_BYTES, BenchGraph, CostCase, caller_path, check_signature, cost_model_report,  # noqa: E402
                     extra_graphs, fmt_ms, fmt_s, fmt_x, geomean, log, machine_info, measure_cost_model,
                     med, peer_main, run_peer, save_partial, stitch_backend_available, stitch_run,
-                    stitch_version, torch_adam_step, training_fns, with_shapes)
+                    stitch_version, same_as, torch_adam_step, training_fns, with_shapes)
 
 R, C = 16384, 4096  # the [16384, 4096] class: 64M elements, 256 MiB in f32
 DTYPES = ("f32", "bf16")
@@ -90,39 +89,14 @@ TOL = {"f32": 1e-4, "bf16": 4e-2}
 
 
 @dataclass
-class Graph:
-    """A benchmark graph: its file, the input shapes the peers must use (checked against the
-    file), the output shapes as a function of the input shapes, and tiny shapes for --smoke."""
+class Graph(BenchGraph):
+    """A benchmark graph (common.BenchGraph), in each of its dtypes: graph `<name>_<dtype>` of
+    its file."""
 
-    name: str
-    file: str
-    form: str
-    inputs: dict[str, list[int]]
-    outputs: Callable[[dict[str, list[int]]], list[list[int]]]
-    smoke: dict[str, list[int]]
     dtypes: tuple[str, ...] = DTYPES
-    suite: str = "inference"  # or "training" (issue 15's suite: backward passes, optimizer steps)
-    fixed: dict[str, str] | None = None  # inputs whose dtype is not the case's (labels: i64)
-    
+
     def graph_name(self, dtype: str) -> str:
         return f"{self.name}_{dtype}"
-
-    def shapes(self, smoke: bool) -> dict[str, list[int]]:
-        return self.smoke if smoke else self.inputs
-
-    def input_dtypes(self, dtype: str) -> dict[str, str]:
-        return {n: (self.fixed or {}).get(n, dtype) for n in self.inputs}
-
-    def min_bytes(self, dtype: str, smoke: bool) -> int:
-        """Every input read once, every output written once: the least any implementation moves."""
-        sh = self.shapes(smoke)
-        dts = self.input_dtypes(dtype)
-        ins = sum(math.prod(s) * DTYPE_BYTES[dts[n]] for n, s in sh.items())
-        return ins + sum(math.prod(s) for s in self.outputs(sh)) * DTYPE_BYTES[dtype]
-
-
-def same_as(name: str):
-    return lambda sh: [sh[name]]
 
 
 GRAPHS = [
