@@ -784,6 +784,25 @@ def draw_chart(rows, copy, path: Path, smoke: bool, notes: list[str]) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
+SECTION_HEAD = "## CPU kernels:"
+CHART_LINE = "![CPU benchmark"
+
+
+def update_benchmarks(path: Path, report: str, chart: Path) -> None:
+    """Replaces the CPU section of `path` (its '## CPU kernels:' heading through its chart line;
+    what follows, the hand-written reading of the figures, stays) with `report` and the chart."""
+    text = path.read_text()
+    start = text.find(SECTION_HEAD)
+    chart_at = text.find(CHART_LINE, start) if start >= 0 else -1
+    if start < 0 or chart_at < 0:
+        raise SystemExit(f"bench: {path} has no '{SECTION_HEAD}' section ending in a '{CHART_LINE}' line")
+    end = text.find("\n", chart_at) + 1 or len(text)
+    rel = os.path.relpath(chart, path.parent)
+    new = report.rstrip("\n") + f"\n\n![CPU benchmark: % of copy bandwidth and speedups over PyTorch eager]({rel})\n"
+    path.write_text(text[:start] + new + text[end:])
+    log(f"updated {path}")
+
+
 def check_sums(row: dict, tr: dict, jr: dict, notes: list[str]) -> None:
     """Peers' output sums against eager's on the same inputs (relative to the sum of |x|)."""
     ref = tr.get("eager_sum")
@@ -802,6 +821,9 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, few iterations: checks the flow")
     ap.add_argument("--out", type=Path, help="also write the Markdown section here")
     ap.add_argument("--json", type=Path, help="write every raw figure here")
+    ap.add_argument("--update-benchmarks", nargs="?", const=REPO / "BENCHMARKS.md", type=Path, metavar="FILE",
+                    help="replace FILE's (default BENCHMARKS.md) section from its '## CPU kernels:' heading to "
+                    "its chart line with this run's (not with --smoke)")
     ap.add_argument("--chart", type=Path, help="PNG path (default bench/cpu/cpu_benchmark.png; "
                     "with --smoke, a temp path)")
     ap.add_argument("--stitch", default=str(REPO / "build/release/tools/stitch"))
@@ -885,6 +907,8 @@ def main() -> int:
     # torch.compile in a smoke run: the first graph of each suite (each compile takes seconds).
     compiled = {g.name for g in graphs} if not a.smoke else {
         next(g.name for g in graphs if g.suite == s) for s in a.suites if any(g.suite == s for g in graphs)}
+    if a.update_benchmarks and a.smoke:
+        raise SystemExit("bench: --update-benchmarks with --smoke would publish smoke figures")
     if a.smoke and not a.no_compile:
         notes.append("smoke run: torch.compile only on " + ", ".join(sorted(compiled)))
     job = {"seed": a.seed, "iters": a.iters, "warmup": a.warmup, "threads": a.threads,
@@ -992,6 +1016,8 @@ def main() -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(report)
         log(f"report: {a.out}")
+    if a.update_benchmarks:
+        update_benchmarks(caller_path(a.update_benchmarks), report, chart)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"smoke": a.smoke, "command": command, "wall_s": wall_s, "host": minfo,
