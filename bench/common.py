@@ -398,6 +398,7 @@ class CostCase:
     file: Path
     graph: str
     min_bytes: int | None
+    iters: int | None = None  # timed runs of each plan (default: the driver's --cost-iters)
 
 
 def extra_graphs(graph_dir: Path, covered: set[str]) -> list[tuple[Path, str]]:
@@ -437,7 +438,7 @@ def measure_cost_model(stitch: str, backend: str, cases: list[CostCase], a, tmp:
             dump = Path(tempfile.mkdtemp(dir=tmp, prefix="plan-"))
             env = {"STITCH_FUSION": fusion, "STITCH_CACHE_DIR": str(cache), "STITCH_DUMP": "plan",
                    "STITCH_DUMP_DIR": str(dump)}
-            r = stitch_run(stitch, c.file, c.graph, backend, a.cost_iters, env, a.seed, a.stitch_timeout,
+            r = stitch_run(stitch, c.file, c.graph, backend, c.iters or a.cost_iters, env, a.seed, a.stitch_timeout,
                            ["--plan-candidate", str(k)] if k else None)
             if r.error and NO_CANDIDATE in r.error:
                 row["searched"] = k  # the search offered k plans: 0 .. k-1

@@ -82,6 +82,8 @@ SUITES = ("inference", "training", "small")
 SECTIONS = ("main", "cost")
 # glibc's thresholds in setting A: above any tensor here, so freed memory is kept and reused.
 KEEP_BYTES = 2**30
+# The small suite's calls take microseconds: this many times --iters (and --cost-iters) runs each.
+SMALL_ITERS = 20
 
 
 @dataclass
@@ -104,6 +106,9 @@ class Graph(BenchGraph):
 
     def bytes(self, smoke: bool) -> int:
         return self.min_bytes("f32", smoke)
+
+    def iters(self, iters: int) -> int:
+        return iters * (SMALL_ITERS if self.suite == "small" else 1)
 
 
 GRAPHS = [
@@ -441,7 +446,7 @@ def peer_torch(job: dict) -> dict:
         fn = fns[case["fn"]]
 
         def run(label, call):
-            ts, out = timed(call, lambda o: o, job["warmup"], job["iters"])
+            ts, out = timed(call, lambda o: o, job["warmup"], case["iters"])
             r[f"{label}_{phase}_ms"] = ts
             r.setdefault(f"{label}_sum", checksum([o.numpy() for o in as_list(out)]))
 
@@ -481,7 +486,7 @@ def peer_hook(job: dict) -> dict:
             progs[case["key"]] = stitch.Program(engine, mod[case["graph"]])
         prog = progs[case["key"]]
         with torch.inference_mode():
-            ts, out = timed(lambda: prog.run_torch(args), lambda o: o, job["warmup"], job["iters"])
+            ts, out = timed(lambda: prog.run_torch(args), lambda o: o, job["warmup"], case["iters"])
         r[f"hook_{phase}_ms"] = ts
         r.setdefault("hook_sum", checksum([o.numpy() for o in out]))
 
@@ -512,7 +517,7 @@ def peer_jax(job: dict) -> dict:
             jax.block_until_ready(jfn(*args))
             r["jit_first_call_s"] = time.perf_counter() - t0
         jfn = jitted[case["key"]]
-        ts, out = timed(lambda: jfn(*args), jax.block_until_ready, job["warmup"], job["iters"])
+        ts, out = timed(lambda: jfn(*args), jax.block_until_ready, job["warmup"], case["iters"])
         r[f"jax_{phase}_ms"] = ts
         r.setdefault("jax_sum", checksum([np.asarray(o) for o in as_list(out)]))
 
@@ -580,7 +585,7 @@ def measure_stitch(stitch: str, backend: str, g: Graph, file: Path, a, tmp: Path
     out = {"ms": {}, "compile": {}}
     for key, fusion in (("cli", "stitch"), ("off", "off")):
         cache = Path(tempfile.mkdtemp(dir=tmp, prefix=f"cache-{key}-"))
-        r = stitch_run(stitch, file, g.graph_name, backend, a.iters, stitch_env(fusion, cache), a.seed,
+        r = stitch_run(stitch, file, g.graph_name, backend, g.iters(a.iters), stitch_env(fusion, cache), a.seed,
                        a.stitch_timeout)
         if r.error:
             notes.append(f"{g.name}: Stitch {'fused' if key == 'cli' else key} failed: {r.error}")
@@ -670,7 +675,8 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
              f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; "
              f"load average {minfo['load']} at the start (other work on the machine skews every column); "
              f"the run took {wall_s:.0f} s. "
-             f"Medians of {a.iters} runs after {a.warmup} warm-up run{'s' if a.warmup > 1 else ''}; float32; "
+             f"Medians of {a.iters} runs (small suite: {a.iters * SMALL_ITERS}) after {a.warmup} warm-up "
+             f"run{'s' if a.warmup > 1 else ''}; float32; "
              f"{a.threads} threads for every contender (Stitch: STITCH_NUM_THREADS; torch.set_num_threads; "
              "XLA's default pool).")
     L.append("")
@@ -686,7 +692,7 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
     L.append("")
     L.append("Contenders and settings (like for like, both ways):")
     L.append("")
-    L.append(f"- A, preallocated: **Stitch `stitch run`** = `stitch run FILE --backend {backend} --iters {a.iters}` "
+    L.append(f"- A, preallocated: **Stitch `stitch run`** = `stitch run FILE --backend {backend} --iters K` "
              "(outputs allocated once before the timed runs; the CLI's own median; glibc defaults); **Stitch "
              "off** the same with STITCH_FUSION=off (one kernel per op); **eager out=** = every op of the graph "
              "with `out=` (ATen's `.out` variants for `F.layer_norm`, softmax and GELU) into buffers allocated "
@@ -831,8 +837,9 @@ def main() -> int:
                     "next to --stitch's tools/)")
     ap.add_argument("--backend", default="cpu", help="Stitch backend (default cpu; --smoke falls back "
                     "to reference when cpu is unavailable)")
-    ap.add_argument("--iters", type=int, help="timed runs per contender (default 20; smoke 3)")
-    ap.add_argument("--warmup", type=int, help="untimed runs first (default 3; smoke 1)")
+    ap.add_argument("--iters", type=int, help="timed runs per contender (default 10; smoke 3; "
+                    f"the small suite {SMALL_ITERS} times as many)")
+    ap.add_argument("--warmup", type=int, help="untimed runs first (default 2; smoke 1)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--suites", default=",".join(SUITES), help="comma list of " + ", ".join(SUITES))
     ap.add_argument("--graphs", help="comma list of rows (default all of the suites)")
@@ -841,7 +848,8 @@ def main() -> int:
                     "runner-ups and basic, measured); default both")
     ap.add_argument("--candidates", type=int, default=4,
                     help="cost section: the planner's pick and its next best plans, K in all (default 4)")
-    ap.add_argument("--cost-iters", type=int, help="cost section: timed runs per plan (default 20; smoke 3)")
+    ap.add_argument("--cost-iters", type=int, help="cost section: timed runs per plan (default 10; smoke 3; "
+                    f"the small suite {SMALL_ITERS} times as many)")
     ap.add_argument("--torch-python", default=sys.executable, help="interpreter for the PyTorch peer")
     ap.add_argument("--torch-note", default="", help="how PyTorch was installed (put in the report)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
@@ -859,9 +867,9 @@ def main() -> int:
 
     t_start = time.perf_counter()
     a.out, a.chart, a.json = caller_path(a.out), caller_path(a.chart), caller_path(a.json)
-    a.iters = a.iters or (3 if a.smoke else 20)
-    a.warmup = a.warmup or (1 if a.smoke else 3)
-    a.cost_iters = a.cost_iters or (3 if a.smoke else 20)
+    a.iters = a.iters or (3 if a.smoke else 10)
+    a.warmup = a.warmup or (1 if a.smoke else 2)
+    a.cost_iters = a.cost_iters or (3 if a.smoke else 10)
     a.suites = [s for s in a.suites.split(",") if s]
     sections = [s for s in a.sections.split(",") if s]
     for s in a.suites:
@@ -917,7 +925,8 @@ def main() -> int:
            "stitch_cache": str(tmp / "hook-cache"),
            "cases": [{"key": g.name, "fn": g.fn_name, "inputs": g.shapes(a.smoke), "fixed": g.fixed,
                       "file": str(files[g.name]), "graph": g.graph_name,
-                      "compile": not a.no_compile and g.name in compiled} for g in graphs]}
+                      "compile": not a.no_compile and g.name in compiled, "iters": g.iters(a.iters)}
+                     for g in graphs]}
 
     rows, tres, hres, jres, copy = [], None, None, None, None
     if "main" in sections:
@@ -1003,10 +1012,13 @@ def main() -> int:
     extra, cost_rows = [], []
     if "cost" in sections and stitch_ok:
         t0 = time.perf_counter()
-        cases = [CostCase(g.name, "f32", files[g.name], g.graph_name, g.bytes(a.smoke)) for g in graphs]
+        cases = [CostCase(g.name, "f32", files[g.name], g.graph_name, g.bytes(a.smoke), g.iters(a.cost_iters))
+                 for g in graphs]
         cost_rows = measure_cost_model(stitch, backend, cases, a, tmp, notes)
         extra += cost_model_report(cost_rows, a, backend, "tiny shapes; the figures measure nothing."
                                    if a.smoke else None)
+        if any(g.suite == "small" for g in graphs):
+            extra += ["", f"(The small suite's rows: `--iters {a.cost_iters * SMALL_ITERS}`.)"]
         log(f"cost model: {time.perf_counter() - t0:.0f} s")
 
     wall_s = time.perf_counter() - t_start
