@@ -124,6 +124,43 @@ def same_as(name: str):
     return lambda sh: [sh[name]]
 
 
+def training_suite(cls, rows: int, cols: int, bn_images: int, tokens: int, adam_n: int, gn_images: int,
+                   overrides: dict[str, dict] | None = None) -> list:
+    """The training suite's rows as `cls` (a BenchGraph): backward passes and optimizer steps,
+    where row and column reductions and all-reductions of one tensor meet. The graphs are
+    bench/gpu/graphs' (bench/cpu/graphs holds their f32 graphs at host sizes), written out in
+    PyTorch one op per primitive in training_fns (as a fused backward computes them: statistics
+    recomputed from x). Sizes: [rows, cols] activations, batch norm on [bn_images, 256, 32, 32],
+    cross-entropy over `tokens` x 32000 classes, Adam on `adam_n` parameters, GroupNorm on
+    [gn_images, 256, 16, 16]. overrides: {graph: {field: value}} for a driver's own fields."""
+    R, C = rows, cols
+    spec = [
+        ("layer_norm_backward", "rows + column partials", {"dy": [R, C], "x": [R, C], "gamma": [C]},
+         lambda sh: [sh["dy"], sh["gamma"], sh["gamma"]], {"dy": [64, 256], "x": [64, 256], "gamma": [256]}),
+        ("rms_norm_backward", "rows + column partials", {"dy": [R, C], "x": [R, C], "gamma": [C]},
+         lambda sh: [sh["dy"], sh["gamma"]], {"dy": [64, 256], "x": [64, 256], "gamma": [256]}),
+        ("softmax_backward", "rows", {"dy": [R, C], "y": [R, C]}, same_as("dy"),
+         {"dy": [64, 256], "y": [64, 256]}),
+        ("bias_gelu_backward", "column split + elementwise", {"dy": [R, C], "h": [R, C], "bias": [C]},
+         lambda sh: [sh["dy"], sh["bias"]], {"dy": [64, 256], "h": [64, 256], "bias": [256]}),
+        ("batch_norm_train", "middle-axis statistics",
+         {"x": [bn_images, 256, 32, 32], "gamma": [256, 1, 1], "beta": [256, 1, 1]},
+         lambda sh: [sh["x"], [1, sh["x"][1], 1, 1], [1, sh["x"][1], 1, 1]],
+         {"x": [4, 8, 4, 4], "gamma": [8, 1, 1], "beta": [8, 1, 1]}),
+        ("cross_entropy_train", "rows + grid barriers", {"logits": [tokens, 32000], "labels": [tokens, 1]},
+         lambda sh: [[], sh["logits"]], {"logits": [16, 100], "labels": [16, 1]}),
+        ("adam_clip", "all-reduction + elementwise", {n: [adam_n] for n in ("p", "g", "m", "v")},
+         lambda sh: [sh["p"]] * 3, {n: [4096] for n in ("p", "g", "m", "v")}),
+        ("group_norm_silu", "primitives across a reshape + silu composite",
+         {"x": [gn_images, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
+         {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}),
+    ]
+    fixed = {"cross_entropy_train": {"labels": "i64"}}
+    return [cls(name, f"{name}.stitch", form, inputs, outputs, smoke, suite="training", fixed=fixed.get(name),
+                **(overrides or {}).get(name, {}))
+            for name, form, inputs, outputs, smoke in spec]
+
+
 # ------------------------------------------------------------------------------------------------
 # The same math in PyTorch, where both drivers' graphs agree
 # ------------------------------------------------------------------------------------------------

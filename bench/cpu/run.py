@@ -75,7 +75,7 @@ from common import (BenchGraph, CostCase, caller_path, check_signature,  # noqa:
                     cost_model_report, fmt_ms, fmt_s, fmt_x, geomean, log, machine_info,
                     measure_cost_model, med, peer_main, run_peer, same_as, save_partial,
                     stitch_backend_available, stitch_run, stitch_version, torch_adam_step,
-                    training_fns, with_shapes)
+                    training_fns, training_suite, with_shapes)
 
 R, C = 16384, 1024  # the training suite's [rows, hidden]: 64 MiB per f32 tensor
 SUITES = ("inference", "training", "small")
@@ -130,34 +130,8 @@ GRAPHS = [
     Graph("attention_softmax", "attention_softmax.stitch", "primitives + softmax composite",
           {"scores": [8, 12, 512, 512], "mask_bias": [8, 1, 1, 512]}, same_as("scores"),
           {"scores": [1, 2, 32, 32], "mask_bias": [1, 1, 1, 32]}),
-    # The training suite: the f32 graphs of bench/gpu/graphs at host sizes (see each file).
-    Graph("layer_norm_backward", "layer_norm_backward.stitch", "rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("rms_norm_backward", "rms_norm_backward.stitch", "rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("softmax_backward", "softmax_backward.stitch", "rows",
-          {"dy": [R, C], "y": [R, C]}, same_as("dy"),
-          {"dy": [64, 256], "y": [64, 256]}, suite="training"),
-    Graph("bias_gelu_backward", "bias_gelu_backward.stitch", "column split + elementwise",
-          {"dy": [R, C], "h": [R, C], "bias": [C]}, lambda sh: [sh["dy"], sh["bias"]],
-          {"dy": [64, 256], "h": [64, 256], "bias": [256]}, suite="training"),
-    Graph("batch_norm_train", "batch_norm_train.stitch", "middle-axis statistics",
-          {"x": [64, 256, 32, 32], "gamma": [256, 1, 1], "beta": [256, 1, 1]},
-          lambda sh: [sh["x"], [1, sh["x"][1], 1, 1], [1, sh["x"][1], 1, 1]],
-          {"x": [4, 8, 4, 4], "gamma": [8, 1, 1], "beta": [8, 1, 1]}, suite="training"),
-    Graph("cross_entropy_train", "cross_entropy_train.stitch", "rows + grid barriers",
-          {"logits": [512, 32000], "labels": [512, 1]}, lambda sh: [[], sh["logits"]],
-          {"logits": [16, 100], "labels": [16, 1]}, suite="training", fixed={"labels": "i64"},
-          graph="cross_entropy_train_512"),
-    Graph("adam_clip", "adam_clip.stitch", "all-reduction + elementwise",
-          {"p": [8388608], "g": [8388608], "m": [8388608], "v": [8388608]}, lambda sh: [sh["p"]] * 3,
-          {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, suite="training"),
-    Graph("group_norm_silu", "group_norm_silu.stitch", "across a reshape + silu composite",
-          {"x": [256, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
-          {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}, suite="training"),
-]
+] + training_suite(Graph, R, C, bn_images=64, tokens=512, adam_n=8388608, gn_images=256,
+                   overrides={"cross_entropy_train": {"graph": "cross_entropy_train_512"}})
 
 
 def small_rows() -> list[Graph]:

@@ -79,7 +79,8 @@ sys.path.insert(0, str(HERE.parent))
 from common import (DTYPE_BYTES, BenchGraph, CostCase, caller_path, check_signature, cost_model_report,  # noqa: E402
                     extra_graphs, fmt_ms, fmt_s, fmt_x, geomean, log, machine_info, measure_cost_model,
                     med, peer_main, run_peer, save_partial, stitch_backend_available, stitch_run,
-                    stitch_version, same_as, torch_adam_step, training_fns, with_shapes)
+                    stitch_version, same_as, torch_adam_step, training_fns, training_suite,
+                    with_shapes)
 
 R, C = 16384, 4096  # the [16384, 4096] class: 64M elements, 256 MiB in f32
 DTYPES = ("f32", "bf16")
@@ -124,35 +125,8 @@ GRAPHS = [
     Graph("column_sums", "column_sums.stitch", "primitives (two column reductions)",
           {"dy": [R, C], "xhat": [R, C]}, lambda sh: [sh["dy"][1:]] * 2,
           {"dy": [64, 256], "xhat": [64, 256]}),
-    # The training suite (issue 15): backward passes and optimizer steps, where row and column
-    # reductions and all-reductions of one tensor meet. Primitives, written out in PyTorch one
-    # op per primitive below (as a fused backward computes them: statistics recomputed from x).
-    Graph("layer_norm_backward", "layer_norm_backward.stitch", "training: rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("rms_norm_backward", "rms_norm_backward.stitch", "training: rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("softmax_backward", "softmax_backward.stitch", "training: rows",
-          {"dy": [R, C], "y": [R, C]}, same_as("dy"),
-          {"dy": [64, 256], "y": [64, 256]}, suite="training"),
-    Graph("bias_gelu_backward", "bias_gelu_backward.stitch", "training: column split + elementwise",
-          {"dy": [R, C], "h": [R, C], "bias": [C]}, lambda sh: [sh["dy"], sh["bias"]],
-          {"dy": [64, 256], "h": [64, 256], "bias": [256]}, suite="training"),
-    Graph("batch_norm_train", "batch_norm_train.stitch", "training: middle-axis statistics",
-          {"x": [256, 256, 32, 32], "gamma": [256, 1, 1], "beta": [256, 1, 1]},
-          lambda sh: [sh["x"], [1, sh["x"][1], 1, 1], [1, sh["x"][1], 1, 1]],
-          {"x": [4, 8, 4, 4], "gamma": [8, 1, 1], "beta": [8, 1, 1]}, suite="training"),
-    Graph("cross_entropy_train", "cross_entropy_train.stitch", "training: rows + grid barriers",
-          {"logits": [4096, 32000], "labels": [4096, 1]}, lambda sh: [[], sh["logits"]],
-          {"logits": [16, 100], "labels": [16, 1]}, suite="training", fixed={"labels": "i64"}),
-    Graph("adam_clip", "adam_clip.stitch", "training: all-reduction + elementwise",
-          {"p": [R * C], "g": [R * C], "m": [R * C], "v": [R * C]}, lambda sh: [sh["p"]] * 3,
-          {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, dtypes=("f32",), suite="training"),
-    Graph("group_norm_silu", "group_norm_silu.stitch", "primitives across a reshape + silu composite",
-          {"x": [1024, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
-          {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}, suite="training"),
-]
+] + training_suite(Graph, R, C, bn_images=256, tokens=4096, adam_n=R * C, gn_images=1024,
+                   overrides={"adam_clip": {"dtypes": ("f32",)}})  # issue 15's suite
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 SECTIONS = ("main", "cost", "compile")
 
