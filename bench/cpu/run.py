@@ -639,6 +639,45 @@ def suite_tables(rows: list[dict], suites: list[str]) -> list[str]:
     return L
 
 
+def goals_report(rows: list[dict]) -> list[str]:
+    """Issue 16's goals, judged from this run's figures: >= 80% of copy bandwidth for every graph
+    of the inference and training suites (Stitch `stitch run`, setting A); per suite, geomeans of
+    >= 1.5x over torch.compile and >= 3x over eager (A with `stitch run`, B with the hook); no
+    row slower than eager in either setting."""
+    L = ["Goals (from the figures above):", ""]
+    big = [r for r in rows if r["suite"] != "small"]
+    pct = [(r["name"], r["pct_copy"].get("cli")) for r in big]
+    low = [f"{n} {p:.0f}%" for n, p in pct if p is not None and p < 80]
+    known = [p for _, p in pct if p is not None]
+    if known:
+        L.append(f"- >= 80% of copy bandwidth (Stitch `stitch run`): {len(known) - len(low)} of {len(known)} "
+                 "graphs" + (f"; below: {', '.join(low)}." if low else "."))
+    for suite in ("inference", "training", "small"):
+        srows = [r for r in rows if r["suite"] == suite]
+        if not srows:
+            continue
+        parts = []
+        for mine, other, label, want in (("cli", "compile_kept", "A vs torch.compile", 1.5),
+                                         ("cli", "eager_kept", "A vs eager", 3.0),
+                                         ("hook_fresh", "compile_fresh", "B vs torch.compile", 1.5),
+                                         ("hook_fresh", "eager_fresh", "B vs eager", 3.0)):
+            gm = geomean(speedup(r, mine, other) for r in srows)
+            if gm is not None:
+                parts.append(f"{label} {fmt_x(gm)} ({'met' if gm >= want else '**not met**'}, goal {want:g}x)")
+        if parts:
+            L.append(f"- {suite} suite geomeans: " + "; ".join(parts) + ".")
+    slower = []
+    for r in rows:
+        for mine, other, label in (("cli", "eager_kept", "A, eager"), ("cli", "eager_out", "A, eager out="),
+                                   ("hook_fresh", "eager_fresh", "B, eager")):
+            s = speedup(r, mine, other)
+            if s is not None and s < 1:
+                slower.append(f"{r['name']} ({label}: {fmt_x(s)})")
+    L.append("- No row slower than eager: " + ("met." if not slower else "**not met**: " + "; ".join(slower) + "."))
+    L.append("")
+    return L
+
+
 def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra: list[str], wall_s: float) -> str:
     L = [f"## CPU kernels: Stitch vs PyTorch, torch.compile and JAX"
          f"{' (SMOKE: tiny shapes, not a benchmark)' if a.smoke else ''}", ""]
@@ -683,6 +722,8 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
              "torch.compile (Inductor, C++, `dynamic=False`) and jax.jit compile once per graph.")
     L.append("")
     L += suite_tables(rows, a.suites)
+    if rows:
+        L += goals_report(rows)
     all_rows = [r for r in rows if r["suite"] != "small"]
     if all_rows:
         L.append("Geomean over the inference and training suites together: "
