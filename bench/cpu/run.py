@@ -592,7 +592,8 @@ TABLE_B = [("hook_fresh", "Stitch hook"), ("eager_fresh", "eager"), ("compile_fr
            ("jax_fresh", "JAX")]
 SPEEDUPS = [("cli", "eager_out", "A: vs eager out="), ("cli", "eager_kept", "A: vs eager"),
             ("cli", "compile_kept", "A: vs torch.compile"), ("cli", "jax_kept", "A: vs JAX"),
-            ("cli", "off", "A: vs Stitch off"), ("hook_fresh", "eager_fresh", "B: hook vs eager"),
+            ("cli", "off", "A: vs Stitch off"), ("hook_kept", "eager_kept", "A: hook vs eager"),
+            ("hook_fresh", "eager_fresh", "B: hook vs eager"),
             ("hook_fresh", "compile_fresh", "B: hook vs torch.compile"), ("hook_fresh", "jax_fresh", "B: hook vs JAX")]
 
 
@@ -643,7 +644,8 @@ def goals_report(rows: list[dict]) -> list[str]:
     """Issue 16's goals, judged from this run's figures: >= 80% of copy bandwidth for every graph
     of the inference and training suites (Stitch `stitch run`, setting A); per suite, geomeans of
     >= 1.5x over torch.compile and >= 3x over eager (A with `stitch run`, B with the hook); no
-    row slower than eager in either setting."""
+    row slower than eager in either setting. In the small suite, A's Stitch is the hook too: eager
+    pays Python's per-call cost there, which `stitch run`'s own timing (in C++) does not."""
     L = ["Goals (from the figures above):", ""]
     big = [r for r in rows if r["suite"] != "small"]
     pct = [(r["name"], r["pct_copy"].get("cli")) for r in big]
@@ -657,18 +659,21 @@ def goals_report(rows: list[dict]) -> list[str]:
         if not srows:
             continue
         parts = []
-        for mine, other, label, want in (("cli", "compile_kept", "A vs torch.compile", 1.5),
-                                         ("cli", "eager_kept", "A vs eager", 3.0),
+        a_mine = "hook_kept" if suite == "small" else "cli"
+        for mine, other, label, want in ((a_mine, "compile_kept", "A vs torch.compile", 1.5),
+                                         (a_mine, "eager_kept", "A vs eager", 3.0),
                                          ("hook_fresh", "compile_fresh", "B vs torch.compile", 1.5),
                                          ("hook_fresh", "eager_fresh", "B vs eager", 3.0)):
             gm = geomean(speedup(r, mine, other) for r in srows)
             if gm is not None:
                 parts.append(f"{label} {fmt_x(gm)} ({'met' if gm >= want else '**not met**'}, goal {want:g}x)")
         if parts:
-            L.append(f"- {suite} suite geomeans: " + "; ".join(parts) + ".")
+            L.append(f"- {suite} suite geomeans" + (" (A: the hook)" if suite == "small" else "") + ": "
+                     + "; ".join(parts) + ".")
     slower = []
     for r in rows:
-        for mine, other, label in (("cli", "eager_kept", "A, eager"), ("cli", "eager_out", "A, eager out="),
+        a_mine = "hook_kept" if r["suite"] == "small" else "cli"
+        for mine, other, label in ((a_mine, "eager_kept", "A, eager"), (a_mine, "eager_out", "A, eager out="),
                                    ("hook_fresh", "eager_fresh", "B, eager")):
             s = speedup(r, mine, other)
             if s is not None and s < 1:
