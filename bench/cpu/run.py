@@ -26,7 +26,7 @@ Design
          M_TRIM_THRESHOLD = 1 GiB, as MALLOC_MMAP_THRESHOLD_=1073741824
          MALLOC_TRIM_THRESHOLD_=1073741824 would: a fresh output reuses freed pages instead of
          page-faulting new ones). torch.compile and JAX have no `out=`: allocator setting only.
-         The Stitch hook (run_torch below) is shown here too, under the same allocator setting.
+         The Stitch hook (B's Stitch column) is shown here too, under the same allocator setting.
       B. fresh outputs: Stitch through the Python binding's PyTorch hot path,
          `stitch.Program.run_torch` (python/stitch: new output tensors with torch.empty on every
          call, as the PyTorch hook runs a compiled piece), against the peers as they are, glibc's
@@ -41,9 +41,11 @@ Design
     fastest measured plan.
   - Peers run in subprocesses of this script (`--peer torch|hook|jax|copy`), so another
     interpreter can run PyTorch and one peer's allocator and thread pools never disturb another's
-    (the Stitch hook has its own: its pool and PyTorch's OpenMP threads would spin against each
-    other on few cores). JAX
-    missing (not installed) makes its columns n/a with the reason in the notes.
+    (the Stitch hook has a process of its own too, so its thread pool and PyTorch's OpenMP
+    threads never compete for the same cores). A missing JAX (not installed) makes its columns
+    n/a with the reason in the notes.
+  - The report ends with issue 16's goals judged from the run's figures (goals_report), and
+    --update-benchmarks puts it into BENCHMARKS.md's "CPU kernels" section (update_benchmarks).
 
 Every figure comes from a measurement of this run; what cannot be measured is "n/a" with the
 reason in the notes. --smoke runs the same flow on tiny shapes (the .stitch files rewritten into
