@@ -84,6 +84,8 @@ SUITES = ("inference", "training", "small")
 SECTIONS = ("main", "cost")
 # glibc's thresholds in setting A: above any tensor here, so freed memory is kept and reused.
 KEEP_BYTES = 2**30
+# Setting A's warm-up: until a call page-faults fewer than this many times, at most this many calls.
+SETTLED_FAULTS, SETTLE_CALLS = 16, 12
 # The small suite's calls take microseconds: this many times --iters (and --cost-iters) runs each.
 SMALL_ITERS = 20
 
@@ -341,6 +343,39 @@ def timed(fn, sync, warmup: int, iters: int) -> tuple[list[float], object]:
     return times, out
 
 
+def settle(call, sync) -> int:
+    """Setting A's extra warm-up: calls until one page-faults fewer than SETTLED_FAULTS times (at
+    most SETTLE_CALLS); returns how many it took. With the thresholds raised, glibc still grows
+    its heap for several calls (a freed output's chunk does not fit the next request until the
+    heap has room for both) before it reuses memory: measured here, 6 to 11 calls of a 128 MB
+    softmax, each faulting every page."""
+    import resource
+
+    for n in range(1, SETTLE_CALLS + 1):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        sync(call())
+        if resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0 < SETTLED_FAULTS:
+            return n
+    return SETTLE_CALLS
+
+
+def measure_call(r: dict, label: str, phase: str, call, sync, to_numpy, job: dict, case: dict) -> None:
+    """Times `call` (timed) into r[LABEL_PHASE_ms], with the minor page faults per timed call (the
+    whole process's: what a fresh output costs the kernel) in r[LABEL_PHASE_faults] and the
+    outputs' checksum, once, in r[LABEL_sum]."""
+    import resource
+
+    if phase == "kept":
+        r[f"{label}_settle_calls"] = settle(call, sync)
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    n0 = job["warmup"]
+    ts, out = timed(call, sync, n0, case["iters"])
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    r[f"{label}_{phase}_ms"] = ts
+    r[f"{label}_{phase}_faults"] = faults / (n0 + case["iters"])
+    r.setdefault(f"{label}_sum", checksum([to_numpy(o) for o in as_list(out)]))
+
+
 def checksum(outs) -> list[float]:
     """[sum, sum of |x|] over every output in f64: a cheap check that peers computed the same."""
     import numpy as np
@@ -422,9 +457,7 @@ def peer_torch(job: dict) -> dict:
         fn = fns[case["fn"]]
 
         def run(label, call):
-            ts, out = timed(call, lambda o: o, job["warmup"], case["iters"])
-            r[f"{label}_{phase}_ms"] = ts
-            r.setdefault(f"{label}_sum", checksum([o.numpy() for o in as_list(out)]))
+            measure_call(r, label, phase, call, lambda o: o, lambda o: o.numpy(), job, case)
 
         with torch.inference_mode():
             run("eager", lambda: fn(*args))
@@ -462,9 +495,7 @@ def peer_hook(job: dict) -> dict:
             progs[case["key"]] = stitch.Program(engine, mod[case["graph"]])
         prog = progs[case["key"]]
         with torch.inference_mode():
-            ts, out = timed(lambda: prog.run_torch(args), lambda o: o, job["warmup"], case["iters"])
-        r[f"hook_{phase}_ms"] = ts
-        r.setdefault("hook_sum", checksum([o.numpy() for o in out]))
+            measure_call(r, "hook", phase, lambda: prog.run_torch(args), lambda o: o, lambda o: o.numpy(), job, case)
 
     run_phases(job, res, measure)
     return res
@@ -493,9 +524,7 @@ def peer_jax(job: dict) -> dict:
             jax.block_until_ready(jfn(*args))
             r["jit_first_call_s"] = time.perf_counter() - t0
         jfn = jitted[case["key"]]
-        ts, out = timed(lambda: jfn(*args), jax.block_until_ready, job["warmup"], case["iters"])
-        r[f"jax_{phase}_ms"] = ts
-        r.setdefault("jax_sum", checksum([np.asarray(o) for o in as_list(out)]))
+        measure_call(r, "jax", phase, lambda: jfn(*args), jax.block_until_ready, np.asarray, job, case)
 
     run_phases(job, res, measure)
     return res
@@ -597,6 +626,29 @@ SPEEDUPS = [("cli", "eager_out", "A: vs eager out="), ("cli", "eager_kept", "A: 
             ("cli", "off", "A: vs Stitch off"), ("hook_kept", "eager_kept", "A: hook vs eager"),
             ("hook_fresh", "eager_fresh", "B: hook vs eager"),
             ("hook_fresh", "compile_fresh", "B: hook vs torch.compile"), ("hook_fresh", "jax_fresh", "B: hook vs JAX")]
+
+
+# Minor page faults per call, each peer in both settings: did glibc's setting A keep memory?
+FAULTS = [("eager_out_kept", "eager out= A"), ("eager_kept", "eager A"), ("eager_fresh", "eager B"),
+          ("hook_kept", "hook A"), ("hook_fresh", "hook B"), ("compile_kept", "torch.compile A"),
+          ("compile_fresh", "torch.compile B"), ("jax_kept", "JAX A"), ("jax_fresh", "JAX B")]
+
+
+def faults_table(rows: list[dict]) -> list[str]:
+    """Minor page faults per call (the peer process's, warm-up and timed calls): a fresh output
+    that glibc mmaps anew costs one per 4 KiB page touched; in setting A it should cost none."""
+    rows = [r for r in rows if any(v is not None for v in r.get("faults", {}).values())]
+    if not rows:
+        return []
+    L = ["Minor page faults per call (the peer process's, over warm-up and timed calls; a 4 KiB page "
+         "of a freshly mapped output costs one): whether each setting kept memory as intended.", ""]
+    L.append("| graph | " + " | ".join(n for _, n in FAULTS) + " |")
+    L.append("|:--|" + "--:|" * len(FAULTS))
+    for r in rows:
+        L.append(f"| {r['name']} | " + " | ".join("n/a" if r["faults"].get(k) is None else f"{r['faults'][k]:.0f}"
+                                                 for k, _ in FAULTS) + " |")
+    L.append("")
+    return L
 
 
 def cell(r: dict, k: str) -> str:
@@ -720,7 +772,10 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
              "**torch.compile**, **JAX** and **Stitch hook** allocate their outputs as they always do, with "
              f"glibc told to keep freed memory: mallopt(M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, {KEEP_BYTES}) in "
              f"the peer process, as `MALLOC_MMAP_THRESHOLD_={KEEP_BYTES} MALLOC_TRIM_THRESHOLD_={KEEP_BYTES}` "
-             "would; torch.compile and jax.jit have no `out=`.")
+             "would; torch.compile and jax.jit have no `out=`. Before its timed calls in A, each contender "
+             f"runs until a call page-faults fewer than {SETTLED_FAULTS} times (at most {SETTLE_CALLS} calls): "
+             "with the thresholds raised, glibc still grows its heap for several calls before it reuses "
+             "freed outputs (the page-fault table below shows what remained).")
     L.append("- B, fresh outputs: glibc's defaults (tensors above its mmap threshold, at most 32 MiB, are "
              "mmapped and page-faulted anew on every call). **Stitch hook** = the Python binding's PyTorch "
              "path `stitch.Program.run_torch(inputs)` (python/stitch: `torch.empty` outputs per call, one C "
@@ -731,6 +786,7 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
     L += suite_tables(rows, a.suites)
     if rows:
         L += goals_report(rows)
+        L += faults_table(rows)
     all_rows = [r for r in rows if r["suite"] != "small"]
     if all_rows:
         L.append("Geomean over the inference and training suites together: "
@@ -1019,6 +1075,8 @@ def main() -> int:
                 row["ms"][k.replace("_out_kept", "_out")] = med(tr.get(f"{k}_ms"))
             for k in ("jax_fresh", "jax_kept"):
                 row["ms"][k] = med(jr.get(f"{k}_ms"))
+            row["faults"] = {k: src.get(f"{k}_faults") for src, ks in ((tr, FAULTS[:-2]), (jr, FAULTS[-2:]))
+                             for k, _ in ks}
             row["compile"]["torch_compile"] = tr.get("compile_first_call_s")
             row["compile"]["jax"] = jr.get("jit_first_call_s")
             check_sums(row, tr, jr, notes)
