@@ -820,14 +820,15 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
     return "\n".join(L)
 
 
-def draw_chart(rows, copy, path: Path, smoke: bool, notes: list[str]) -> None:
+def draw_chart(rows, copy, path: Path, smoke: bool, notes: list[str]) -> bool:
+    """Draws the chart; False (with a note) when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except Exception as e:
         notes.append(f"no chart: matplotlib unavailable ({e})")
-        return
+        return False
     big = [r for r in rows if r["suite"] != "small"]
     panels = [(big, "pct_copy", [("cli", "Stitch `stitch run`"), ("eager_out", "eager out="),
                                  ("eager_kept", "eager"), ("compile_kept", "torch.compile"), ("jax_kept", "JAX")],
@@ -861,6 +862,7 @@ def draw_chart(rows, copy, path: Path, smoke: bool, notes: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     log(f"chart: {path}")
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -872,17 +874,21 @@ SECTION_HEAD = "## CPU kernels:"
 CHART_LINE = "![CPU benchmark"
 
 
-def update_benchmarks(path: Path, report: str, chart: Path) -> None:
+def update_benchmarks(path: Path, report: str, chart: Path | None) -> None:
     """Replaces the CPU section of `path` (its '## CPU kernels:' heading through its chart line;
-    what follows, the hand-written reading of the figures, stays) with `report` and the chart."""
+    what follows, the hand-written reading of the figures, stays) with `report` and the chart
+    (None: this run drew none, and the line says so rather than show an older chart)."""
     text = path.read_text()
     start = text.find(SECTION_HEAD)
     chart_at = text.find(CHART_LINE, start) if start >= 0 else -1
     if start < 0 or chart_at < 0:
         raise SystemExit(f"bench: {path} has no '{SECTION_HEAD}' section ending in a '{CHART_LINE}' line")
     end = text.find("\n", chart_at) + 1 or len(text)
-    rel = os.path.relpath(chart, path.parent)
-    new = report.rstrip("\n") + f"\n\n![CPU benchmark: % of copy bandwidth and speedups over PyTorch eager]({rel})\n"
+    if chart is None:
+        line = f"{CHART_LINE} chart: not drawn by this run (see its notes)]()"
+    else:
+        line = f"{CHART_LINE}: % of copy bandwidth and speedups over PyTorch eager]({os.path.relpath(chart, path.parent)})"
+    new = report.rstrip("\n") + f"\n\n{line}\n"
     path.write_text(text[:start] + new + text[end:])
     log(f"updated {path}")
 
@@ -1006,7 +1012,7 @@ def main() -> int:
                       "compile": not a.no_compile and g.name in compiled, "iters": g.iters(a.iters)}
                      for g in graphs]}
 
-    rows, tres, hres, jres, copy = [], None, None, None, None
+    rows, tres, hres, jres, copy, drew = [], None, None, None, None, False
     if "main" in sections:
         # 1. Copy bandwidth (torch if the torch interpreter has it, numpy always).
         cres = run_peer(DRIVER, "copy", a.torch_python, job, tmp, notes, a.peer_timeout)
@@ -1086,7 +1092,7 @@ def main() -> int:
             row["vs_eager"] = {k: (speedup(row, k, "eager_fresh" if k.endswith("_fresh") else "eager_kept"))
                                for k in ms}
             rows.append(row)
-        draw_chart(rows, copy, chart, a.smoke, notes)
+        drew = draw_chart(rows, copy, chart, a.smoke, notes)
 
     # 4. The cost model's pick against the alternatives it ranked lower, measured.
     extra, cost_rows = [], []
@@ -1109,7 +1115,7 @@ def main() -> int:
         a.out.write_text(report)
         log(f"report: {a.out}")
     if a.update_benchmarks:
-        update_benchmarks(caller_path(a.update_benchmarks), report, chart)
+        update_benchmarks(caller_path(a.update_benchmarks), report, chart if drew else None)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"smoke": a.smoke, "command": command, "wall_s": wall_s, "host": minfo,
