@@ -69,7 +69,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -77,9 +76,10 @@ GRAPH_DIR = HERE / "graphs"
 DRIVER = Path(__file__).resolve()
 
 sys.path.insert(0, str(HERE.parent))
-from common import (DTYPE_BYTES, caller_path, check_signature, fmt_ms, fmt_s, fmt_x,  # noqa: E402
-                    geomean, log, machine_info, med, peer_main, run_peer, save_partial,
-                    stitch_backend_available, stitch_run, stitch_version, torch_adam_step,
+from common import (DTYPE_BYTES, BenchGraph, CostCase, caller_path, check_signature, cost_model_report,  # noqa: E402
+                    extra_graphs, fmt_ms, fmt_s, fmt_x, geomean, log, machine_info, measure_cost_model,
+                    med, peer_main, run_peer, save_partial, stitch_backend_available, stitch_run,
+                    stitch_version, same_as, torch_adam_step, training_fns, training_suite,
                     with_shapes)
 
 R, C = 16384, 4096  # the [16384, 4096] class: 64M elements, 256 MiB in f32
@@ -90,39 +90,14 @@ TOL = {"f32": 1e-4, "bf16": 4e-2}
 
 
 @dataclass
-class Graph:
-    """A benchmark graph: its file, the input shapes the peers must use (checked against the
-    file), the output shapes as a function of the input shapes, and tiny shapes for --smoke."""
+class Graph(BenchGraph):
+    """A benchmark graph (common.BenchGraph), in each of its dtypes: graph `<name>_<dtype>` of
+    its file."""
 
-    name: str
-    file: str
-    form: str
-    inputs: dict[str, list[int]]
-    outputs: Callable[[dict[str, list[int]]], list[list[int]]]
-    smoke: dict[str, list[int]]
     dtypes: tuple[str, ...] = DTYPES
-    suite: str = "inference"  # or "training" (issue 15's suite: backward passes, optimizer steps)
-    fixed: dict[str, str] | None = None  # inputs whose dtype is not the case's (labels: i64)
-    
+
     def graph_name(self, dtype: str) -> str:
         return f"{self.name}_{dtype}"
-
-    def shapes(self, smoke: bool) -> dict[str, list[int]]:
-        return self.smoke if smoke else self.inputs
-
-    def input_dtypes(self, dtype: str) -> dict[str, str]:
-        return {n: (self.fixed or {}).get(n, dtype) for n in self.inputs}
-
-    def min_bytes(self, dtype: str, smoke: bool) -> int:
-        """Every input read once, every output written once: the least any implementation moves."""
-        sh = self.shapes(smoke)
-        dts = self.input_dtypes(dtype)
-        ins = sum(math.prod(s) * DTYPE_BYTES[dts[n]] for n, s in sh.items())
-        return ins + sum(math.prod(s) for s in self.outputs(sh)) * DTYPE_BYTES[dtype]
-
-
-def same_as(name: str):
-    return lambda sh: [sh[name]]
 
 
 GRAPHS = [
@@ -150,35 +125,8 @@ GRAPHS = [
     Graph("column_sums", "column_sums.stitch", "primitives (two column reductions)",
           {"dy": [R, C], "xhat": [R, C]}, lambda sh: [sh["dy"][1:]] * 2,
           {"dy": [64, 256], "xhat": [64, 256]}),
-    # The training suite (issue 15): backward passes and optimizer steps, where row and column
-    # reductions and all-reductions of one tensor meet. Primitives, written out in PyTorch one
-    # op per primitive below (as a fused backward computes them: statistics recomputed from x).
-    Graph("layer_norm_backward", "layer_norm_backward.stitch", "training: rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("rms_norm_backward", "rms_norm_backward.stitch", "training: rows + column partials",
-          {"dy": [R, C], "x": [R, C], "gamma": [C]}, lambda sh: [sh["dy"], sh["gamma"]],
-          {"dy": [64, 256], "x": [64, 256], "gamma": [256]}, suite="training"),
-    Graph("softmax_backward", "softmax_backward.stitch", "training: rows",
-          {"dy": [R, C], "y": [R, C]}, same_as("dy"),
-          {"dy": [64, 256], "y": [64, 256]}, suite="training"),
-    Graph("bias_gelu_backward", "bias_gelu_backward.stitch", "training: column split + elementwise",
-          {"dy": [R, C], "h": [R, C], "bias": [C]}, lambda sh: [sh["dy"], sh["bias"]],
-          {"dy": [64, 256], "h": [64, 256], "bias": [256]}, suite="training"),
-    Graph("batch_norm_train", "batch_norm_train.stitch", "training: middle-axis statistics",
-          {"x": [256, 256, 32, 32], "gamma": [256, 1, 1], "beta": [256, 1, 1]},
-          lambda sh: [sh["x"], [1, sh["x"][1], 1, 1], [1, sh["x"][1], 1, 1]],
-          {"x": [4, 8, 4, 4], "gamma": [8, 1, 1], "beta": [8, 1, 1]}, suite="training"),
-    Graph("cross_entropy_train", "cross_entropy_train.stitch", "training: rows + grid barriers",
-          {"logits": [4096, 32000], "labels": [4096, 1]}, lambda sh: [[], sh["logits"]],
-          {"logits": [16, 100], "labels": [16, 1]}, suite="training", fixed={"labels": "i64"}),
-    Graph("adam_clip", "adam_clip.stitch", "training: all-reduction + elementwise",
-          {"p": [R * C], "g": [R * C], "m": [R * C], "v": [R * C]}, lambda sh: [sh["p"]] * 3,
-          {"p": [4096], "g": [4096], "m": [4096], "v": [4096]}, dtypes=("f32",), suite="training"),
-    Graph("group_norm_silu", "group_norm_silu.stitch", "primitives across a reshape + silu composite",
-          {"x": [1024, 256, 16, 16], "gamma": [256], "beta": [256]}, same_as("x"),
-          {"x": [2, 256, 16, 16], "gamma": [256], "beta": [256]}, suite="training"),
-]
+] + training_suite(Graph, R, C, bn_images=256, tokens=4096, adam_n=R * C, gn_images=1024,
+                   overrides={"adam_clip": {"dtypes": ("f32",)}})  # issue 15's suite
 GRAPH_BY_NAME = {g.name: g for g in GRAPHS}
 SECTIONS = ("main", "cost", "compile")
 
@@ -208,80 +156,6 @@ def torch_fns(torch):
         "adam_step": torch_adam_step,
         "column_sums": lambda dy, xhat: ((dy * xhat).sum(0), dy.sum(0)),
         **training_fns(torch),
-    }
-
-
-def training_fns(torch):
-    """The training suite's graphs as PyTorch tensor ops, one per primitive of the .stitch file
-    (bf16 rounds after each op, as Stitch's primitives do). Eager runs them op by op; Inductor
-    fuses what it can: the same math both ways. GroupNorm + SiLU is PyTorch's library ops, as the
-    .stitch file is its composites' decomposition."""
-    F = torch.nn.functional
-
-    def layer_norm_backward(dy, x, gamma):
-        mean = x.mean(1, keepdim=True)
-        xc = x - mean
-        var = (xc * xc).mean(1, keepdim=True)
-        rstd = torch.rsqrt(var + 1e-5)
-        xhat = xc * rstd
-        dxhat = dy * gamma
-        m1 = dxhat.mean(1, keepdim=True)
-        m2 = (dxhat * xhat).mean(1, keepdim=True)
-        dx = (dxhat - m1 - xhat * m2) * rstd
-        return dx, (dy * xhat).sum(0), dy.sum(0)
-
-    def rms_norm_backward(dy, x, gamma):
-        rstd = torch.rsqrt((x * x).mean(1, keepdim=True) + 1e-6)
-        xhat = x * rstd
-        dxhat = dy * gamma
-        m = (dxhat * xhat).mean(1, keepdim=True)
-        return (dxhat - xhat * m) * rstd, (dy * xhat).sum(0)
-
-    def bias_gelu_backward(dy, h, bias):
-        x = h + bias
-        cdf = (torch.erf(x * 0.7071067811865476) + 1) * 0.5
-        pdf = torch.exp(x * x * -0.5) * 0.3989422804014327
-        dh = dy * (cdf + x * pdf)
-        return dh, dh.sum(0)
-
-    def batch_norm_train(x, gamma, beta):
-        mean = x.mean((0, 2, 3), keepdim=True)
-        xc = x - mean
-        var = (xc * xc).mean((0, 2, 3), keepdim=True)
-        y = torch.relu(xc * torch.rsqrt(var + 1e-5) * gamma + beta)
-        return y, mean, var
-
-    def cross_entropy_train(logits, labels):
-        m = logits.amax(1, keepdim=True)
-        d = logits - m
-        e = torch.exp(d)
-        s = e.sum(1, keepdim=True)
-        lp = d - torch.log(s)
-        onehot = torch.arange(logits.shape[1], device=logits.device)[None, :] == labels
-        nll = torch.where(onehot, lp, 0).sum(1, keepdim=True)
-        w = (labels != -100).to(logits.dtype)
-        count = w.sum()
-        loss = -(nll.sum() / count)
-        dlogits = (e / s - onehot.to(logits.dtype)) * (w / count)
-        return loss, dlogits
-
-    def adam_clip(p, g, m, v):
-        clip = torch.clamp(1 / (torch.sqrt((g * g).sum()) + 1e-6), max=1)
-        gc = g * clip
-        mn = m * 0.9 + gc * 0.1
-        vn = v.abs() * 0.999 + (gc * gc) * 0.001
-        upd = (mn / 0.6513215599) / ((vn / 0.0099551198).sqrt() + 1e-8)
-        return p - upd * 0.001, mn, vn
-
-    return {
-        "layer_norm_backward": layer_norm_backward,
-        "rms_norm_backward": rms_norm_backward,
-        "softmax_backward": lambda dy, y: y * (dy - (dy * y).sum(1, keepdim=True)),
-        "bias_gelu_backward": bias_gelu_backward,
-        "batch_norm_train": batch_norm_train,
-        "cross_entropy_train": cross_entropy_train,
-        "adam_clip": adam_clip,
-        "group_norm_silu": lambda x, gamma, beta: F.silu(F.group_norm(x, 32, gamma, beta, 1e-5)),
     }
 
 
@@ -682,129 +556,6 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, dev, t
 
 
 # ------------------------------------------------------------------------------------------------
-# The cost model against the hardware: the planner's pick, its runner-up plans and basic, measured
-# ------------------------------------------------------------------------------------------------
-
-TOTALS_RE = re.compile(r"^totals: (\d+) kernels?, [^,]+, ([0-9.eE+-]+) µs", re.M)
-NO_CANDIDATE = "no candidate"
-
-
-@dataclass
-class CostCase:
-    """One graph of the cost-model table: a file, a graph in it, its dtype (for the table) and
-    its minimal traffic when known (None for a graph the driver's table does not describe)."""
-
-    name: str
-    dtype: str
-    file: Path
-    graph: str
-    min_bytes: int | None
-
-
-def extra_graphs(covered: set[str]) -> list[tuple[Path, str]]:
-    """Graphs in bench/gpu/graphs that GRAPHS does not describe (suites added later): measured by
-    the cost-model and compile sections at their file's shapes, with no PyTorch peer."""
-    out = []
-    for f in sorted(GRAPH_DIR.glob("*.stitch")):
-        for name in re.findall(r"^graph\s+(\w+)\s*\(", f.read_text(), re.M):
-            if name not in covered:
-                out.append((f, name))
-    return out
-
-
-def plan_totals(dump_dir: Path) -> tuple[int | None, float | None]:
-    """(kernels, modeled µs) from the plan STITCH_DUMP=plan wrote: the plan as the engine made it,
-    priced with the profile the run used (the device's own, on a GPU)."""
-    for f in sorted(dump_dir.glob("*.plan.txt")):
-        m = TOTALS_RE.search(f.read_text())
-        if m:
-            return int(m.group(1)), float(m.group(2))
-    return None, None
-
-
-def measure_cost_model(stitch: str, backend: str, cases: list[CostCase], a, tmp: Path,
-                       notes: list[str]) -> list[dict]:
-    """Per case: the planner's pick (candidate 0), its next best K-1 plans (--plan-candidate k,
-    fewer when the search saw fewer) and STITCH_FUSION=basic, each run by `stitch run --iters`
-    with STITCH_DUMP=plan for the model's own estimate. One kernel cache per case: a kernel shared
-    by two plans compiles once (compile time is outside the timed runs anyway)."""
-    rows = []
-    for c in cases:
-        log(f"cost model {c.name}")
-        cache = Path(tempfile.mkdtemp(dir=tmp, prefix="cost-cache-"))
-        variants = [(f"candidate {k}", "stitch", k) for k in range(a.candidates)] + [("basic", "basic", 0)]
-        row = {"graph": c.name, "dtype": c.dtype, "bytes": c.min_bytes, "variants": [], "searched": None}
-        for label, fusion, k in variants:
-            dump = Path(tempfile.mkdtemp(dir=tmp, prefix="plan-"))
-            env = {"STITCH_FUSION": fusion, "STITCH_CACHE_DIR": str(cache), "STITCH_DUMP": "plan",
-                   "STITCH_DUMP_DIR": str(dump)}
-            r = stitch_run(stitch, c.file, c.graph, backend, a.cost_iters, env, a.seed, a.stitch_timeout,
-                           ["--plan-candidate", str(k)] if k else None)
-            if r.error and NO_CANDIDATE in r.error:
-                row["searched"] = k  # the search offered k plans: 0 .. k-1
-                continue
-            if r.error:
-                notes.append(f"cost model, {c.name} {label}: {r.error}")
-                continue
-            kernels, model_us = plan_totals(dump)
-            row["variants"].append({"label": label, "fusion": fusion, "candidate": k, "ms": r.median_ms,
-                                    "min_ms": r.min_ms, "kernels": kernels, "model_us": model_us})
-        v = row["variants"]
-        measured = [x for x in v if x["ms"]]
-        pick = next((x for x in v if x["label"] == "candidate 0"), None)
-        if pick and measured:
-            fastest = min(measured, key=lambda x: x["ms"])
-            row["fastest"] = fastest["label"]
-            row["pick_vs_fastest"] = pick["ms"] / fastest["ms"]
-            row["within_5pct"] = pick["ms"] <= 1.05 * fastest["ms"]
-            modeled = [x for x in v if x["model_us"] is not None and x["ms"]]
-            if modeled:  # the plan the model ranks first among those measured, measured
-                row["model_best"] = min(modeled, key=lambda x: x["model_us"])["label"]
-        rows.append(row)
-    return rows
-
-
-def cost_model_report(rows: list[dict], a, backend: str, smoke: bool) -> list[str]:
-    L = ["", "### Cost model: the planner's pick against the alternatives, measured", ""]
-    L.append(f"Each cell: measured median ms of `stitch run --backend {backend} --iters {a.cost_iters}` "
-             "(compile excluded) / the cost model's estimate in µs (its own plan dump, STITCH_DUMP=plan, "
-             "priced with the profile of the device the run used) / kernels. Candidate 0 is the planner's "
-             "pick; candidate k (`--plan-candidate k`) its k-th next best distinct plan by the model; basic "
-             "is STITCH_FUSION=basic. A missing candidate (—): the search evaluated fewer plans. 'pick / "
-             "fastest': the pick's time over the fastest measured plan's; the pick is 'within 5%' when "
-             "that is at most 1.05." + (" SMOKE: tiny shapes on the CPU; the figures say nothing about a GPU."
-                                       if smoke else ""))
-    L.append("")
-    labels = [f"candidate {k}" for k in range(a.candidates)] + ["basic"]
-    L.append("| graph | dtype | " + " | ".join(labels) + " | fastest | pick / fastest | within 5% | model's best |")
-    L.append("|:--|:--|" + "--:|" * len(labels) + ":--|--:|:--|:--|")
-    for r in rows:
-        by = {x["label"]: x for x in r["variants"]}
-
-        def cell(label):
-            x = by.get(label)
-            if not x:
-                return "—" if r.get("searched") is not None and label.startswith("candidate") else "n/a"
-            model = "n/a" if x["model_us"] is None else f"{x['model_us']:.4g}"
-            return f"{fmt_ms(x['ms'])} / {model} / {x['kernels'] if x['kernels'] is not None else 'n/a'}"
-
-        ratio = r.get("pick_vs_fastest")
-        L.append(f"| {r['graph']} | {r['dtype']} | " + " | ".join(cell(l) for l in labels) + " | "
-                 f"{r.get('fastest', 'n/a')} | {'n/a' if ratio is None else f'{ratio:.3f}'} | "
-                 f"{'n/a' if 'within_5pct' not in r else ('yes' if r['within_5pct'] else '**no**')} | "
-                 f"{r.get('model_best', 'n/a')} |")
-    judged = [r for r in rows if "within_5pct" in r]
-    within = sum(r["within_5pct"] for r in judged)
-    alternatives = sum(1 for r in judged if len(r["variants"]) > 1)
-    agree = sum(1 for r in judged if r.get("model_best") == r.get("fastest"))
-    L.append("")
-    L.append(f"The planner's pick is within 5% of the fastest measured plan in **{within} of {len(judged)}** "
-             f"graph/dtype cases ({alternatives} of them had an alternative to measure); the model ranks "
-             f"the measured fastest plan first in {agree} of {len(judged)}.")
-    return L
-
-
-# ------------------------------------------------------------------------------------------------
 # Cold compile: NVRTC per kernel, and a program's first run with parallel compiles
 # ------------------------------------------------------------------------------------------------
 
@@ -1142,7 +893,7 @@ def main() -> int:
         cost_cases = [CostCase(g.name, dt, files[g.name], g.graph_name(dt), g.min_bytes(dt, a.smoke))
                       for g, dt in cases]
         if not a.graphs:
-            found = extra_graphs(covered)
+            found = extra_graphs(GRAPH_DIR, covered)
             if a.smoke and found:
                 notes.append("cost model: graphs without smoke shapes in the driver's table are not run in a "
                              "smoke run: " + ", ".join(n for _, n in found))
@@ -1150,7 +901,8 @@ def main() -> int:
                 cost_cases += [CostCase(n, n.rsplit("_", 1)[-1] if n.rsplit("_", 1)[-1] in DTYPE_BYTES else "",
                                         f, n, None) for f, n in found]
         cost_rows = measure_cost_model(stitch, backend, cost_cases, a, tmp, notes)
-        extra += cost_model_report(cost_rows, a, backend, a.smoke)
+        extra += cost_model_report(cost_rows, a, backend,
+                                   "tiny shapes on the CPU; the figures say nothing about a GPU." if a.smoke else None)
         log(f"cost model: {time.perf_counter() - t0:.1f} s")
 
     # 5. Cold compiles: NVRTC per kernel (no device needed), parallel first runs (a GPU backend).
