@@ -7,6 +7,17 @@
 // nothing is allocated), then runKernels() prepares the arena for the slot sizes, points the
 // intermediates and scratch at their slots, and runs each kernel over its parallel units on the
 // pool, one kernel after the other: the pool's return is the barrier between kernels.
+//
+// Small kernels. Handing a kernel to the pool costs the caller a lock, a notify, and a wait for
+// the workers' last chunks: about a microsecond when the workers are spinning (thread_pool.h),
+// several when they sleep and must be woken through a futex. What a split saves is a share of
+// the kernel's own time, which for these memory-bound kernels follows the bytes they move: on
+// one core about 10 to 20 GB/s from cache, so 64 KiB take 3 to 6 µs, and half of that on two
+// threads barely covers one wake. A kernel whose inputs and outputs together come to at most
+// kInlineBytes is marked `serial` when its program is loaded (the shapes are known by then) and
+// runs on the calling thread. Elements alone would misjudge: one f32 element of a kernel with
+// five buffers moves 20 bytes, of a one-buffer f16 kernel 2. The figure is measured by
+// bench/bench_thread_pool.cpp (BM_Kernel: inline against split, by bytes).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +30,16 @@
 #include "runtime/slots.h"
 
 namespace stitch::rt::cpu {
+
+// Kernels that move at most this many bytes (inputs read plus outputs written) run on the
+// calling thread: the note above.
+inline constexpr int64_t kInlineBytes = 64 * 1024;
+
+// The bytes kernel `k` reads and writes: each buffer's elements times its dtype's size,
+// saturating.
+int64_t kernelBytes(const CompiledKernel& k);
+// Whether `k` is small enough to run on the calling thread (kernelBytes <= kInlineBytes).
+bool runsInline(const CompiledKernel& k);
 
 // The arena plan (runtime/slots.h) over `kernels` as steps, in run order.
 using SlotPlan = rt::SlotPlan;
@@ -48,8 +69,9 @@ class ValueBuffers {
 // Runs `kernels` in order: prepares `arena` for `slots`, binds the intermediates into `values`
 // (which must already hold every external value), and runs each kernel as
 // pool.parallelFor(units, grain, fn(buffers, begin, end)) with its inputs', then its outputs',
-// pointers. A buffer with no pointer is an Internal error naming the kernel; an exception from a
-// kernel propagates after the kernel's other chunks have stopped.
+// pointers (a `serial` kernel as fn(buffers, 0, units) on the calling thread). A buffer with no
+// pointer is an Internal error naming the kernel; an exception from a kernel propagates after the
+// kernel's other chunks have stopped.
 void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
                 ValueBuffers& values, Arena& arena, ThreadPool& pool);
 

@@ -3,10 +3,22 @@
 // Design. A parallelFor call is a Job that lives on the caller's stack: [0, units) is cut into
 // chunks of at least `grain` units (about kChunksPerThread per thread, so a slow thread does not
 // hold up the loop, and never more chunks than units), and every participant claims the next
-// chunk with one atomic fetch_add. The caller appends its job to the pool's queue, wakes workers
-// through a condition variable, and then claims chunks itself, so a job whose workers wake late
-// is simply finished by the caller: an empty or tiny loop costs a lock, a notify and an unlink.
-// No heap allocation happens per call; the job and the type-erased callable stay on the stack.
+// chunk with one atomic fetch_add. The caller appends its job to the pool's queue, wakes the
+// sleeping workers it needs, and then claims chunks itself, so a job whose workers wake late is
+// simply finished by the caller. No heap allocation happens per call; the job and the
+// type-erased callable stay on the stack.
+//
+// Spinning. A program runs its kernels back to back, each a parallelFor, and a caller such as
+// the PyTorch hook runs programs a few microseconds apart. Waking a worker from its condition
+// variable is a futex call and a context switch on each side (several µs on this VM, far more
+// than a small kernel's work), so a worker that finds the queue empty first spins for up to
+// kSpinTime, watching an atomic push counter with a pause instruction, and only then sleeps. The
+// caller counts the spinning and the sleeping workers (both under the mutex it queues under) and
+// notifies only sleepers, and only as many as the job needs beyond the spinners: a spinner
+// counted at the push re-checks the queue under the mutex before it can sleep, so no job is
+// missed. The caller likewise spins up to kSpinTime for the workers still inside its job before
+// blocking on its condition variable, and a worker notifies only a caller that blocks. The
+// bound keeps an idle pool from burning a core for longer than that after its last job.
 //
 // Concurrency model: parallelFor may be called from several threads at once and is NOT
 // serialized. Jobs queue in arrival order; idle workers help the oldest job that still has
@@ -21,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -50,10 +63,17 @@ class ThreadPool {
  public:
   // Each thread takes about this many chunks of a large loop, for balance.
   static constexpr int64_t kChunksPerThread = 4;
+  // How long an idle worker (or a caller waiting for its job's workers) spins before it sleeps.
+  // Longer than the host time between the kernels of a program (about a microsecond) and the
+  // gap between small pieces in the PyTorch hook (a few µs), short enough that an idle pool
+  // gives its cores back at once on the scale of anything a person would notice.
+  static constexpr std::chrono::microseconds kSpinTime{50};
 
   // A pool of `threads` threads in all: the caller of parallelFor is one of them, so threads - 1
-  // workers are started (none for 1). Throws InvalidArgument when threads < 1.
-  explicit ThreadPool(int threads);
+  // workers are started (none for 1). Idle threads spin for `spin` before they sleep (0: sleep
+  // at once, as a pool without spinning; benchmarks compare the two). Throws InvalidArgument
+  // when threads < 1 or spin < 0.
+  explicit ThreadPool(int threads, std::chrono::microseconds spin = kSpinTime);
   ~ThreadPool();  // joins the workers; no parallelFor may be running
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -91,9 +111,12 @@ class ThreadPool {
     std::atomic<int64_t> next{0};     // the next chunk to claim
     std::atomic<bool> failed{false};  // a chunk threw: skip the chunks not yet started
     std::exception_ptr error;         // written once, by the thread that set `failed`
+    // Workers that may still touch this job: changed only under the pool mutex, read without it
+    // by the caller spinning for them to leave.
+    std::atomic<int> users{0};
     // Guarded by the pool mutex:
-    int users = 0;        // workers that may still touch this job
-    bool linked = false;  // still in the queue
+    bool linked = false;   // still in the queue
+    bool waiting = false;  // the caller blocks on doneCv_ until users is 0
     Job* nextJob = nullptr;
   };
 
@@ -103,12 +126,17 @@ class ThreadPool {
   void workerLoop();
 
   std::vector<std::thread> workers_;
+  const std::chrono::microseconds spin_;
   std::mutex mu_;
   std::condition_variable workCv_;  // workers: a job was queued, or stop
   std::condition_variable doneCv_;  // callers: a job lost its last user
   Job* head_ = nullptr;             // queue of jobs with chunks possibly left, oldest first
   Job* tail_ = nullptr;
   bool stop_ = false;
+  int spinning_ = 0;  // workers spinning for a push (guarded by mu_)
+  int sleeping_ = 0;  // workers waiting on workCv_ (guarded by mu_)
+  // Bumped under mu_ whenever a job is queued or stop_ is set: what spinning workers watch.
+  std::atomic<uint64_t> pushes_{0};
 };
 
 // The process-wide pool, sized by numThreadsFromEnv() when first used. Throws InvalidArgument on
