@@ -113,6 +113,7 @@ void ThreadPool::run(int64_t units, int64_t grain, void* ctx, ChunkFn call) {
   // Helpers wanted: one per chunk beyond the caller's first. Spinning workers see the push by
   // themselves; only the rest are woken, and only if they sleep.
   int64_t wake = 0;
+  bool wakeAll = false;
   {
     std::lock_guard lk(mu_);
     job.linked = true;
@@ -122,8 +123,9 @@ void ThreadPool::run(int64_t units, int64_t grain, void* ctx, ChunkFn call) {
     pushes_.fetch_add(1, std::memory_order_release);
     int64_t helpers = std::min<int64_t>(job.chunks - 1, static_cast<int64_t>(workers_.size()));
     wake = std::clamp<int64_t>(helpers - spinning_, 0, sleeping_);
+    wakeAll = wake > 0 && wake == sleeping_;
   }
-  if (wake > 0 && wake == sleeping_) {
+  if (wakeAll) {
     workCv_.notify_all();
   } else {
     for (int64_t i = 0; i < wake; ++i) workCv_.notify_one();
