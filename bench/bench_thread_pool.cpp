@@ -9,17 +9,19 @@
 // bytes the kernel moves (input plus output). Pools have numThreadsFromEnv() threads
 // (STITCH_NUM_THREADS, else every core).
 //
-// BM_Kernel/BYTES/MODE, back to back (the kernels of a program):
-//   MODE 0: inline on the calling thread, fn(0, units);
-//   MODE 1: split on a pool whose workers spin before sleeping (the default);
-//   MODE 2: split on a pool whose workers sleep at once (spin 0: a futex wake per kernel).
-// BM_KernelAfterIdle/BYTES/MODE: the same, each call after 200 µs of the caller's own work (the
+// BM_Kernel/BYTES/SPIN, back to back (the kernels of a program):
+//   SPIN -1: inline on the calling thread, fn(0, units);
+//   SPIN s >= 0: split on a pool whose workers spin s µs before sleeping (20 is the default,
+//   ThreadPool::kSpinTime; 0 sleeps at once: a futex wake per kernel).
+// BM_KernelAfterIdle/BYTES/SPIN: the same, each call after 200 µs of the caller's own work (the
 // gap between pieces of a model, longer than the spin), so split calls find the workers asleep;
 // manual time, the call only.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -31,10 +33,19 @@ using stitch::rt::cpu::ThreadPool;
 
 constexpr int64_t kUnitElements = 1024;
 
-ThreadPool& pool(int mode) {
-  static ThreadPool spinning(stitch::rt::cpu::numThreadsFromEnv());
-  static ThreadPool sleeping(stitch::rt::cpu::numThreadsFromEnv(), std::chrono::microseconds(0));
-  return mode == 1 ? spinning : sleeping;
+constexpr int kSpins[] = {0, 5, 20};
+
+ThreadPool& pool(int spin) {
+  static std::vector<std::unique_ptr<ThreadPool>> pools = [] {
+    std::vector<std::unique_ptr<ThreadPool>> p;
+    for (int s : kSpins)
+      p.push_back(std::make_unique<ThreadPool>(stitch::rt::cpu::numThreadsFromEnv(),
+                                               std::chrono::microseconds(s)));
+    return p;
+  }();
+  for (size_t i = 0; i < std::size(kSpins); ++i)
+    if (kSpins[i] == spin) return *pools[i];
+  return *pools.back();
 }
 
 struct Buffers {
@@ -50,25 +61,25 @@ struct Buffers {
   }
 };
 
-void call(Buffers& b, int mode) {
+void call(Buffers& b, int spin) {
   auto fn = [&b](int64_t begin, int64_t end) { b.run(begin, end); };
-  if (mode == 0) fn(0, b.units());
-  else pool(mode).parallelFor(b.units(), 1, fn);
+  if (spin < 0) fn(0, b.units());
+  else pool(spin).parallelFor(b.units(), 1, fn);
   benchmark::ClobberMemory();
 }
 
 void BM_Kernel(benchmark::State& state) {
   Buffers b(state.range(0));
-  const int mode = static_cast<int>(state.range(1));
-  call(b, mode);  // the pool starts, the pages are touched
-  for (auto _ : state) call(b, mode);
+  const int spin = static_cast<int>(state.range(1));
+  call(b, spin);  // the pool starts, the pages are touched
+  for (auto _ : state) call(b, spin);
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
 
 void BM_KernelAfterIdle(benchmark::State& state) {
   Buffers b(state.range(0));
-  const int mode = static_cast<int>(state.range(1));
-  call(b, mode);
+  const int spin = static_cast<int>(state.range(1));
+  call(b, spin);
   volatile uint64_t sink = 0;
   for (auto _ : state) {
     // The caller's own work between calls (not a sleep: the caller's core stays busy, as in a
@@ -76,7 +87,7 @@ void BM_KernelAfterIdle(benchmark::State& state) {
     auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     while (std::chrono::steady_clock::now() < until) sink = sink + 1;
     auto t0 = std::chrono::steady_clock::now();
-    call(b, mode);
+    call(b, spin);
     auto t1 = std::chrono::steady_clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
@@ -85,7 +96,7 @@ void BM_KernelAfterIdle(benchmark::State& state) {
 
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t kib : {8, 16, 32, 64, 128, 256, 1024})
-    for (int mode : {0, 1, 2}) b->Args({kib * 1024, mode});
+    for (int spin : {-1, 0, 5, 20}) b->Args({kib * 1024, spin});
 }
 
 BENCHMARK(BM_Kernel)->Apply(sizes);

@@ -62,6 +62,23 @@ int numThreadsFromEnv() {
   return static_cast<int>(std::clamp<unsigned>(hw, 1, kMaxThreads));
 }
 
+std::chrono::microseconds parseSpinMicros(std::string_view text) {
+  int64_t n = 0;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, n);
+  bool ok = !text.empty() && ec == std::errc() && ptr == last && n >= 0 && n <= kMaxSpinMicros;
+  STITCH_CHECK(ok, ErrorCode::InvalidArgument,
+               "{}={} is not valid; expected microseconds from 0 to {}", kSpinEnv, text,
+               kMaxSpinMicros);
+  return std::chrono::microseconds(n);
+}
+
+std::chrono::microseconds spinFromEnv() {
+  if (auto v = env::get(kSpinEnv)) return parseSpinMicros(*v);
+  return ThreadPool::kSpinTime;
+}
+
 ThreadPool::ThreadPool(int threads, std::chrono::microseconds spin) : spin_(spin) {
   STITCH_CHECK(threads >= 1 && threads <= kMaxThreads, ErrorCode::InvalidArgument,
                "a thread pool needs 1 to {} threads, not {}", kMaxThreads, threads);
@@ -215,8 +232,8 @@ void ThreadPool::workerLoop() {
 
 ThreadPool& sharedPool() {
   // A function-local static: created on first use, and if the constructor throws (a bad
-  // STITCH_NUM_THREADS) the next call tries again.
-  static ThreadPool pool(numThreadsFromEnv());
+  // STITCH_NUM_THREADS or STITCH_SPIN_US) the next call tries again.
+  static ThreadPool pool(numThreadsFromEnv(), spinFromEnv());
   return pool;
 }
 

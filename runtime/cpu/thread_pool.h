@@ -52,6 +52,18 @@ inline constexpr const char* kNumThreadsEnv = "STITCH_NUM_THREADS";
 // Larger values are surely a typo (and would exhaust the process's threads).
 inline constexpr int kMaxThreads = 4096;
 
+// STITCH_SPIN_US: how long idle pool threads spin before they sleep, in microseconds (0: sleep
+// at once). For machines with more runnable threads than cores, where a spinning worker takes
+// time from other work (measured on a loaded 2-core VM: bench/bench_thread_pool.cpp).
+inline constexpr const char* kSpinEnv = "STITCH_SPIN_US";
+inline constexpr int kMaxSpinMicros = 100000;  // 0.1 s: beyond that it is busy-waiting, not a spin
+
+// Parses a STITCH_SPIN_US value: a decimal integer from 0 to kMaxSpinMicros. Throws
+// InvalidArgument naming the variable and the bad value otherwise.
+std::chrono::microseconds parseSpinMicros(std::string_view text);
+// The spin from STITCH_SPIN_US when set, else ThreadPool::kSpinTime.
+std::chrono::microseconds spinFromEnv();
+
 // Parses a STITCH_NUM_THREADS value: a positive decimal integer, at most kMaxThreads. Throws
 // InvalidArgument naming the variable and the bad value otherwise.
 int parseNumThreads(std::string_view text);
@@ -63,11 +75,13 @@ class ThreadPool {
  public:
   // Each thread takes about this many chunks of a large loop, for balance.
   static constexpr int64_t kChunksPerThread = 4;
-  // How long an idle worker (or a caller waiting for its job's workers) spins before it sleeps.
-  // Longer than the host time between the kernels of a program (about a microsecond) and the
-  // gap between small pieces in the PyTorch hook (a few µs), short enough that an idle pool
-  // gives its cores back at once on the scale of anything a person would notice.
-  static constexpr std::chrono::microseconds kSpinTime{50};
+  // How long an idle worker (or a caller waiting for its job's workers) spins before it sleeps,
+  // unless STITCH_SPIN_US says otherwise. Longer than the host time between the kernels of a
+  // program (about a microsecond) and the gap between small pieces in the PyTorch hook (a few
+  // µs); short, because on a machine with more runnable threads than cores a spinning worker
+  // takes a core from other work (and from its own caller): on this 2-core VM under load a
+  // split kernel ran slower with spinning workers than with sleeping ones.
+  static constexpr std::chrono::microseconds kSpinTime{20};
 
   // A pool of `threads` threads in all: the caller of parallelFor is one of them, so threads - 1
   // workers are started (none for 1). Idle threads spin for `spin` before they sleep (0: sleep
@@ -139,8 +153,9 @@ class ThreadPool {
   std::atomic<uint64_t> pushes_{0};
 };
 
-// The process-wide pool, sized by numThreadsFromEnv() when first used. Throws InvalidArgument on
-// an invalid STITCH_NUM_THREADS (and tries again on the next call).
+// The process-wide pool, sized by numThreadsFromEnv() and spinning spinFromEnv() when first used.
+// Throws InvalidArgument on an invalid STITCH_NUM_THREADS or STITCH_SPIN_US (and tries again on
+// the next call).
 ThreadPool& sharedPool();
 
 }  // namespace stitch::rt::cpu

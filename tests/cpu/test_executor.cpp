@@ -296,6 +296,28 @@ TEST(ThreadPool, NumThreadsParsing) {
   EXPECT_EQ(errorOf([] { ThreadPool p(0); }).code(), ErrorCode::InvalidArgument);
 }
 
+TEST(ThreadPool, SpinFromEnvironment) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(parseSpinMicros("0"), microseconds(0));
+  EXPECT_EQ(parseSpinMicros("20"), microseconds(20));
+  EXPECT_EQ(parseSpinMicros("100000"), microseconds(kMaxSpinMicros));
+  for (const char* bad : {"", "-1", "abc", "5us", " 5", "1.5", "100001"}) {
+    auto e = errorOf([&] { parseSpinMicros(bad); });
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << bad;
+    EXPECT_NE(e.message().find(std::string("STITCH_SPIN_US=") + bad), std::string::npos)
+        << e.message();
+  }
+  const char* saved = std::getenv(kSpinEnv);
+  std::string keep = saved ? saved : "";
+  setenv(kSpinEnv, "7", 1);
+  EXPECT_EQ(spinFromEnv(), microseconds(7));
+  setenv(kSpinEnv, "never", 1);
+  EXPECT_EQ(errorOf([] { spinFromEnv(); }).code(), ErrorCode::InvalidArgument);
+  unsetenv(kSpinEnv);
+  EXPECT_EQ(spinFromEnv(), ThreadPool::kSpinTime);
+  if (saved) setenv(kSpinEnv, keep.c_str(), 1);
+}
+
 TEST(ThreadPool, NumThreadsFromEnvironment) {
   const char* saved = std::getenv(kNumThreadsEnv);
   std::string keep = saved ? saved : "";
