@@ -10,6 +10,9 @@
 // BM_RunAlternating: two signatures in turn ([8, 8] then [16, 8]), so the run never matches the
 // program's last signature and takes the checked path to a kept signature state.
 // BM_RunReference: the reference backend (the interpreter is the run; for comparison only).
+// BM_RunPooled: y = x*2+1 on [64, 1024] (512 KiB moved: split on the thread pool, not a
+// dispatch figure): runs back to back, where the pool's workers are still spinning from the
+// previous run rather than asleep (runtime/cpu/thread_pool.h).
 #include <benchmark/benchmark.h>
 #include <stitch/stitch.h>
 
@@ -20,6 +23,14 @@ namespace {
 
 constexpr const char* kOne = R"(
 graph one(x: f32[N, 8]) {
+  a = mul(x, 2.0)
+  y = add(a, 1.0)
+  return y
+}
+)";
+
+constexpr const char* kWide = R"(
+graph wide(x: f32[N, 1024]) {
   a = mul(x, 2.0)
   y = add(a, 1.0)
   return y
@@ -127,10 +138,16 @@ void BM_RunReference(benchmark::State& state) {
   runLoop(state, kOne, "reference", {&in}, {&out});
 }
 
+void BM_RunPooled(benchmark::State& state) {
+  Tensors in({{64, 1024}}), out({{64, 1024}});
+  runLoop(state, kWide, "cpu", {&in}, {&out});
+}
+
 BENCHMARK(BM_RunHit);
 BENCHMARK(BM_RunHit3x2);
 BENCHMARK(BM_RunAlternating);
 BENCHMARK(BM_RunReference);
+BENCHMARK(BM_RunPooled);
 
 }  // namespace
 

@@ -78,10 +78,16 @@ void ArenaPool::Lease::reset() {
   arena_.reset();
 }
 
+ArenaPool::~ArenaPool() { delete hot_.load(std::memory_order_acquire); }
+
 ArenaPool::Lease ArenaPool::acquire() {
+  // The hot arena, released most recently unless runs overlapped: its memory is grown and
+  // likely still in cache.
+  if (Arena* hot = hot_.exchange(nullptr, std::memory_order_acq_rel))
+    return Lease(this, std::unique_ptr<Arena>(hot));
   std::lock_guard lk(mu_);
   if (!idle_.empty()) {
-    // The most recently released arena: its memory is grown and likely still in cache.
+    // The most recently released of the others.
     auto arena = std::move(idle_.back());
     idle_.pop_back();
     return Lease(this, std::move(arena));
@@ -99,6 +105,11 @@ int ArenaPool::created() const {
 }
 
 void ArenaPool::release(std::unique_ptr<Arena> arena) {
+  Arena* empty = nullptr;
+  if (hot_.compare_exchange_strong(empty, arena.get(), std::memory_order_acq_rel)) {
+    (void)arena.release();  // owned by hot_ now
+    return;
+  }
   std::lock_guard lk(mu_);
   idle_.push_back(std::move(arena));
 }

@@ -21,7 +21,10 @@ class CpuExecutable final : public Executable {
     HostCompiler& compiler = HostCompiler::instance();
     for (const KernelArtifact& k : program.kernels) {
       compiled_.push_back(compiler.compile(k));
-      for (const CompiledKernel& ck : *compiled_.back()) kernels_.push_back(ck);
+      for (const CompiledKernel& ck : *compiled_.back()) {
+        kernels_.push_back(ck);
+        kernels_.back().serial = runsInline(ck);  // small: no pool (executor.h)
+      }
     }
     slots_ = assignSlots(kernels_, program.external);
     checkArenaFits(program);

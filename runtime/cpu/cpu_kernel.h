@@ -24,6 +24,9 @@ struct CompiledKernel {
   KernelFn fn = nullptr;
   int64_t units = 0;  // parallel units: fn(buffers, 0, units) does the whole kernel
   int64_t grain = 1;  // units per task that keep a task worth its dispatch (>= 1)
+  // Run as fn(buffers, 0, units) on the calling thread, without the pool: a kernel too small for
+  // waking workers to pay (runsInline() in executor.h decides).
+  bool serial = false;
   std::vector<KernelBuffer> inputs;
   std::vector<KernelBuffer> outputs;
   // Keeps the code alive (e.g. the JIT resource tracker) as long as the kernel is used.

@@ -4,9 +4,20 @@
 #include <algorithm>
 #include <array>
 
+#include "support/checked.h"
 #include "support/error.h"
 
 namespace stitch::rt::cpu {
+
+int64_t kernelBytes(const CompiledKernel& k) {
+  int64_t bytes = 0;
+  for (const auto* list : {&k.inputs, &k.outputs})
+    for (const KernelBuffer& b : *list)
+      bytes = saturatingAdd(bytes, saturatingMul(b.elements, ir::dtypeBytes(b.dtype)));
+  return bytes;
+}
+
+bool runsInline(const CompiledKernel& k) { return kernelBytes(k) <= kInlineBytes; }
 
 SlotPlan assignSlots(std::span<const CompiledKernel> kernels, std::span<const int> external) {
   std::vector<SlotStep> steps;
@@ -77,6 +88,10 @@ void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
 
     KernelFn fn = k.fn;
     void* const* args = buffers;
+    if (k.serial) {
+      if (k.units > 0) fn(args, 0, k.units);  // as parallelFor runs a loop with no units
+      continue;
+    }
     pool.parallelFor(k.units, k.grain,
                      [fn, args](int64_t begin, int64_t end) { fn(args, begin, end); });
   }

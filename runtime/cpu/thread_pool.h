@@ -3,10 +3,22 @@
 // Design. A parallelFor call is a Job that lives on the caller's stack: [0, units) is cut into
 // chunks of at least `grain` units (about kChunksPerThread per thread, so a slow thread does not
 // hold up the loop, and never more chunks than units), and every participant claims the next
-// chunk with one atomic fetch_add. The caller appends its job to the pool's queue, wakes workers
-// through a condition variable, and then claims chunks itself, so a job whose workers wake late
-// is simply finished by the caller: an empty or tiny loop costs a lock, a notify and an unlink.
-// No heap allocation happens per call; the job and the type-erased callable stay on the stack.
+// chunk with one atomic fetch_add. The caller appends its job to the pool's queue, wakes the
+// sleeping workers it needs, and then claims chunks itself, so a job whose workers wake late is
+// simply finished by the caller. No heap allocation happens per call; the job and the
+// type-erased callable stay on the stack.
+//
+// Spinning. A program runs its kernels back to back, each a parallelFor, and a caller such as
+// the PyTorch hook runs programs a few microseconds apart. Waking a worker from its condition
+// variable is a futex call and a context switch on each side (several µs on this VM, far more
+// than a small kernel's work), so a worker that finds the queue empty first spins for up to
+// kSpinTime, watching an atomic push counter with a pause instruction, and only then sleeps. The
+// caller counts the spinning and the sleeping workers (both under the mutex it queues under) and
+// notifies only sleepers, and only as many as the job needs beyond the spinners: a spinner
+// counted at the push re-checks the queue under the mutex before it can sleep, so no job is
+// missed. The caller likewise spins up to kSpinTime for the workers still inside its job before
+// blocking on its condition variable, and a worker notifies only a caller that blocks. The
+// bound keeps an idle pool from burning a core for longer than that after its last job.
 //
 // Concurrency model: parallelFor may be called from several threads at once and is NOT
 // serialized. Jobs queue in arrival order; idle workers help the oldest job that still has
@@ -21,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -39,6 +52,18 @@ inline constexpr const char* kNumThreadsEnv = "STITCH_NUM_THREADS";
 // Larger values are surely a typo (and would exhaust the process's threads).
 inline constexpr int kMaxThreads = 4096;
 
+// STITCH_SPIN_US: how long idle pool threads spin before they sleep, in microseconds (0: sleep
+// at once). For machines with more runnable threads than cores, where a spinning worker takes
+// time from other work (measured on a loaded 2-core VM: bench/bench_thread_pool.cpp).
+inline constexpr const char* kSpinEnv = "STITCH_SPIN_US";
+inline constexpr int kMaxSpinMicros = 100000;  // 0.1 s: beyond that it is busy-waiting, not a spin
+
+// Parses a STITCH_SPIN_US value: a decimal integer from 0 to kMaxSpinMicros. Throws
+// InvalidArgument naming the variable and the bad value otherwise.
+std::chrono::microseconds parseSpinMicros(std::string_view text);
+// The spin from STITCH_SPIN_US when set, else ThreadPool::kSpinTime.
+std::chrono::microseconds spinFromEnv();
+
 // Parses a STITCH_NUM_THREADS value: a positive decimal integer, at most kMaxThreads. Throws
 // InvalidArgument naming the variable and the bad value otherwise.
 int parseNumThreads(std::string_view text);
@@ -50,10 +75,19 @@ class ThreadPool {
  public:
   // Each thread takes about this many chunks of a large loop, for balance.
   static constexpr int64_t kChunksPerThread = 4;
+  // How long an idle worker (or a caller waiting for its job's workers) spins before it sleeps,
+  // unless STITCH_SPIN_US says otherwise. Longer than the host time between the kernels of a
+  // program (about a microsecond) and the gap between small pieces in the PyTorch hook (a few
+  // µs); short, because on a machine with more runnable threads than cores a spinning worker
+  // takes a core from other work (and from its own caller): on this 2-core VM under load a
+  // split kernel ran slower with spinning workers than with sleeping ones.
+  static constexpr std::chrono::microseconds kSpinTime{20};
 
   // A pool of `threads` threads in all: the caller of parallelFor is one of them, so threads - 1
-  // workers are started (none for 1). Throws InvalidArgument when threads < 1.
-  explicit ThreadPool(int threads);
+  // workers are started (none for 1). Idle threads spin for `spin` before they sleep (0: sleep
+  // at once, as a pool without spinning; benchmarks compare the two). Throws InvalidArgument
+  // when threads < 1 or spin < 0.
+  explicit ThreadPool(int threads, std::chrono::microseconds spin = kSpinTime);
   ~ThreadPool();  // joins the workers; no parallelFor may be running
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -91,9 +125,12 @@ class ThreadPool {
     std::atomic<int64_t> next{0};     // the next chunk to claim
     std::atomic<bool> failed{false};  // a chunk threw: skip the chunks not yet started
     std::exception_ptr error;         // written once, by the thread that set `failed`
+    // Workers that may still touch this job: changed only under the pool mutex, read without it
+    // by the caller spinning for them to leave.
+    std::atomic<int> users{0};
     // Guarded by the pool mutex:
-    int users = 0;        // workers that may still touch this job
-    bool linked = false;  // still in the queue
+    bool linked = false;   // still in the queue
+    bool waiting = false;  // the caller blocks on doneCv_ until users is 0
     Job* nextJob = nullptr;
   };
 
@@ -103,16 +140,22 @@ class ThreadPool {
   void workerLoop();
 
   std::vector<std::thread> workers_;
+  const std::chrono::microseconds spin_;
   std::mutex mu_;
   std::condition_variable workCv_;  // workers: a job was queued, or stop
   std::condition_variable doneCv_;  // callers: a job lost its last user
   Job* head_ = nullptr;             // queue of jobs with chunks possibly left, oldest first
   Job* tail_ = nullptr;
   bool stop_ = false;
+  int spinning_ = 0;  // workers spinning for a push (guarded by mu_)
+  int sleeping_ = 0;  // workers waiting on workCv_ (guarded by mu_)
+  // Bumped under mu_ whenever a job is queued or stop_ is set: what spinning workers watch.
+  std::atomic<uint64_t> pushes_{0};
 };
 
-// The process-wide pool, sized by numThreadsFromEnv() when first used. Throws InvalidArgument on
-// an invalid STITCH_NUM_THREADS (and tries again on the next call).
+// The process-wide pool, sized by numThreadsFromEnv() and spinning spinFromEnv() when first used.
+// Throws InvalidArgument on an invalid STITCH_NUM_THREADS or STITCH_SPIN_US (and tries again on
+// the next call).
 ThreadPool& sharedPool();
 
 }  // namespace stitch::rt::cpu

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/api_test_helpers.h"
@@ -101,6 +102,27 @@ TEST(ApiHandles, UseAfterDestroyIsAnError) {
   EXPECT_EQ(stitch_graph_verify(g), STITCH_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(stitch_graph_name(g), nullptr);
   EXPECT_EQ(stitch_graph_num_ops(g), 0u);
+}
+
+TEST(ApiHandles, AHandleDestroyedOnAnotherThreadIsSeenDead) {
+  // Each thread remembers the handle it last found live (api_handles.cpp): a destroy on another
+  // thread must still be seen, and destroying some other handle must not make a live one fail.
+  stitch_engine_t e = makeEngine("reference");
+  ASSERT_NE(e, nullptr);
+  stitch_program_t p = compileText(e, kAdd);
+  stitch_program_t q = compileText(e, kAdd);
+  float a[2] = {1, 2}, b[2] = {3, 4}, y[2] = {};
+  int64_t n[1] = {2};
+  DLTensor in[2] = {f32Tensor(a, n, 1), f32Tensor(b, n, 1)};
+  DLTensor out = f32Tensor(y, n, 1);
+  ASSERT_EQ(stitch_program_run(p, in, 2, &out, 1, nullptr), STITCH_OK) << lastError();
+  std::thread([&] { stitch_program_destroy(q); }).join();
+  EXPECT_EQ(stitch_program_run(p, in, 2, &out, 1, nullptr), STITCH_OK) << lastError();
+  std::thread([&] { stitch_program_destroy(p); }).join();
+  EXPECT_EQ(stitch_program_run(p, in, 2, &out, 1, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("program is not a live stitch_program_t"), std::string::npos)
+      << lastError();
+  stitch_engine_destroy(e);
 }
 
 TEST(ApiHandles, AHandleOfAnotherKindIsRejected) {

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -196,6 +197,91 @@ TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
   EXPECT_EQ(total.load(), 800);
 }
 
+TEST(ThreadPool, SmallLoopsRunEntirelyOnTheCallingThread) {
+  // A loop of at most one grain, or any loop on a one-thread pool, is one call on the caller:
+  // the workers are not woken, so no other thread ever runs a chunk.
+  ThreadPool pool(4);
+  ThreadPool alone(1);
+  const std::thread::id me = std::this_thread::get_id();
+  for (auto [p, units, grain] :
+       {std::tuple{&pool, int64_t{1}, int64_t{1}}, std::tuple{&pool, int64_t{16}, int64_t{16}},
+        std::tuple{&pool, int64_t{5}, int64_t{1000}},
+        std::tuple{&alone, int64_t{100000}, int64_t{1}}}) {
+    for (int round = 0; round < 200; ++round) {
+      std::vector<std::thread::id> ids;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      p->parallelFor(units, grain, [&](int64_t begin, int64_t end) {
+        ids.push_back(std::this_thread::get_id());  // unsynchronized: must be one thread
+        chunks.emplace_back(begin, end);
+      });
+      ASSERT_EQ(ids.size(), 1u) << units << " " << grain;
+      EXPECT_EQ(ids[0], me);
+      EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, units));
+    }
+  }
+}
+
+TEST(ThreadPool, SpinningWorkersStillSleepAndWake) {
+  // After a job the workers spin, then sleep; a later job that needs them must wake them, for a
+  // pool with the default spin and for one that sleeps at once.
+  for (auto spin : {ThreadPool::kSpinTime, std::chrono::microseconds(0)}) {
+    ThreadPool pool(4, spin);
+    for (int round = 0; round < 3; ++round) {
+      std::this_thread::sleep_for(spin * 20 + std::chrono::milliseconds(2));  // all asleep
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      pool.parallelFor(16, 1, [&](int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::lock_guard lk(mu);
+        ids.insert(std::this_thread::get_id());
+      });
+      EXPECT_GT(ids.size(), 1u) << "spin " << spin.count() << " round " << round;
+    }
+  }
+  EXPECT_EQ(errorOf([] { ThreadPool p(2, std::chrono::microseconds(-1)); }).code(),
+            ErrorCode::InvalidArgument);
+}
+
+TEST(ThreadPool, ManyShortJobsBackToBackFromSeveralThreads) {
+  // Jobs of a few tiny chunks, issued as fast as callers can: workers pick them up while spinning
+  // (no wake), leave them, and callers spin for their last users. Every unit runs exactly once,
+  // an exception reaches its own caller only, and nothing deadlocks.
+  for (auto spin : {ThreadPool::kSpinTime, std::chrono::microseconds(0)}) {
+    ThreadPool pool(3, spin);
+    constexpr int kCallers = 4, kJobs = 3000;
+    std::vector<int64_t> wrong(kCallers, 0), caught(kCallers, 0);
+    std::vector<std::thread> callers;
+    for (int c = 0; c < kCallers; ++c) {
+      callers.emplace_back([&, c] {
+        std::vector<int> hits;
+        for (int j = 0; j < kJobs; ++j) {
+          const int64_t units = 2 + (j * 7 + c) % 9;
+          hits.assign(static_cast<size_t>(units), 0);
+          const bool fails = j % 97 == c;
+          try {
+            pool.parallelFor(units, 1, [&](int64_t begin, int64_t end) {
+              for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+              if (fails && begin == 0) throw std::runtime_error("job fails");
+            });
+          } catch (const std::runtime_error&) {
+            ++caught[static_cast<size_t>(c)];
+            continue;  // skipped chunks leave units unhit: nothing to count
+          }
+          wrong[static_cast<size_t>(c)] +=
+              std::count_if(hits.begin(), hits.end(), [](int h) { return h != 1; });
+        }
+      });
+    }
+    for (auto& t : callers) t.join();
+    for (int c = 0; c < kCallers; ++c) {
+      EXPECT_EQ(wrong[static_cast<size_t>(c)], 0) << "caller " << c << " spin " << spin.count();
+      int expected = 0;
+      for (int j = 0; j < kJobs; ++j) expected += j % 97 == c;
+      EXPECT_EQ(caught[static_cast<size_t>(c)], expected) << "caller " << c;
+    }
+  }
+}
+
 TEST(ThreadPool, NumThreadsParsing) {
   EXPECT_EQ(parseNumThreads("1"), 1);
   EXPECT_EQ(parseNumThreads("16"), 16);
@@ -208,6 +294,28 @@ TEST(ThreadPool, NumThreadsParsing) {
     EXPECT_NE(e.message().find(std::string("=") + bad), std::string::npos) << e.message();
   }
   EXPECT_EQ(errorOf([] { ThreadPool p(0); }).code(), ErrorCode::InvalidArgument);
+}
+
+TEST(ThreadPool, SpinFromEnvironment) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(parseSpinMicros("0"), microseconds(0));
+  EXPECT_EQ(parseSpinMicros("20"), microseconds(20));
+  EXPECT_EQ(parseSpinMicros("100000"), microseconds(kMaxSpinMicros));
+  for (const char* bad : {"", "-1", "abc", "5us", " 5", "1.5", "100001"}) {
+    auto e = errorOf([&] { parseSpinMicros(bad); });
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << bad;
+    EXPECT_NE(e.message().find(std::string("STITCH_SPIN_US=") + bad), std::string::npos)
+        << e.message();
+  }
+  const char* saved = std::getenv(kSpinEnv);
+  std::string keep = saved ? saved : "";
+  setenv(kSpinEnv, "7", 1);
+  EXPECT_EQ(spinFromEnv(), microseconds(7));
+  setenv(kSpinEnv, "never", 1);
+  EXPECT_EQ(errorOf([] { spinFromEnv(); }).code(), ErrorCode::InvalidArgument);
+  unsetenv(kSpinEnv);
+  EXPECT_EQ(spinFromEnv(), ThreadPool::kSpinTime);
+  if (saved) setenv(kSpinEnv, keep.c_str(), 1);
 }
 
 TEST(ThreadPool, NumThreadsFromEnvironment) {
@@ -326,6 +434,20 @@ TEST(ArenaPool, ConcurrentRunsGetTheirOwnArena) {
   ArenaPool::Lease other = std::move(moved);
   EXPECT_EQ(other.get(), a);
   EXPECT_EQ(moved.get(), nullptr);
+
+  // Two overlapping runs, again and again: the arenas come back (one to the lock-free slot, one
+  // to the list) and are reused, never a third made; with none leased both are idle and distinct.
+  ArenaPool pair;
+  std::set<Arena*> seen;
+  for (int r = 0; r < 100; ++r) {
+    auto x = pair.acquire();
+    auto y = pair.acquire();
+    EXPECT_NE(x.get(), y.get());
+    seen.insert(x.get());
+    seen.insert(y.get());
+  }
+  EXPECT_EQ(pair.created(), 2);
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -674,6 +796,65 @@ TEST(RunKernels, MissingBuffersAndCodeAreInternalErrors) {
   t.bind(vb);
   ks[2].fn = nullptr;
   EXPECT_EQ(errorOf([&] { runKernels(ks, plan, vb, arena, pool); }).code(), ErrorCode::Internal);
+}
+
+TEST(RunKernels, SmallKernelsRunInlineByTheBytesTheyMove) {
+  // kernelBytes counts every buffer's elements at its dtype's size, inputs and outputs.
+  CompiledKernel k;
+  k.inputs = {val(0, 4096), val(1, 4096, DType::F16)};
+  k.outputs = {val(2, 4096)};
+  EXPECT_EQ(kernelBytes(k), 4096 * (4 + 2 + 4));
+  EXPECT_TRUE(runsInline(k));  // 40 KiB
+  k.inputs.push_back(val(3, 4096, DType::F64));
+  EXPECT_EQ(kernelBytes(k), 4096 * (4 + 2 + 4 + 8));
+  EXPECT_FALSE(runsInline(k));  // 72 KiB
+  // At the threshold exactly: inline; one element more: not.
+  CompiledKernel edge;
+  edge.inputs = {val(0, kInlineBytes / 8)};
+  edge.outputs = {val(1, kInlineBytes / 8)};
+  EXPECT_TRUE(runsInline(edge));
+  edge.outputs[0].elements += 1;
+  EXPECT_FALSE(runsInline(edge));
+  // Saturates rather than overflowing.
+  CompiledKernel huge;
+  huge.inputs = {val(0, INT64_MAX / 2, DType::F64)};
+  EXPECT_EQ(kernelBytes(huge), INT64_MAX);
+  EXPECT_FALSE(runsInline(huge));
+}
+
+// Which threads ran a kernel, and the ranges they ran.
+std::mutex gSerialMu;
+std::vector<std::pair<std::thread::id, std::pair<int64_t, int64_t>>> gSerialCalls;
+void recordingKernel(void* const*, int64_t begin, int64_t end) {
+  std::lock_guard lk(gSerialMu);
+  gSerialCalls.push_back({std::this_thread::get_id(), {begin, end}});
+}
+
+TEST(RunKernels, SerialKernelsRunOnTheCallingThreadInOneCall) {
+  CompiledKernel k;
+  k.fn = recordingKernel;
+  k.units = 1000;
+  k.grain = 1;  // would be split 16 ways on the pool
+  std::vector<CompiledKernel> ks = {k, k};
+  ks[1].serial = true;
+  SlotPlan plan = assignSlots(ks, {});
+  ThreadPool pool(4);
+  Arena arena;
+  ValueBuffers vb;
+  gSerialCalls.clear();
+  runKernels(std::span(ks).subspan(1), plan, vb, arena, pool);
+  ASSERT_EQ(gSerialCalls.size(), 1u);
+  EXPECT_EQ(gSerialCalls[0].first, std::this_thread::get_id());
+  EXPECT_EQ(gSerialCalls[0].second, std::make_pair(int64_t{0}, int64_t{1000}));
+  // The same kernel not marked serial is split (the mark is what decides).
+  gSerialCalls.clear();
+  runKernels(std::span(ks).first(1), plan, vb, arena, pool);
+  EXPECT_EQ(static_cast<int64_t>(gSerialCalls.size()), pool.chunkCount(1000, 1));
+  // A serial kernel with no units is not called, as parallelFor does not call one.
+  gSerialCalls.clear();
+  ks[1].units = 0;
+  runKernels(std::span(ks).subspan(1), plan, vb, arena, pool);
+  EXPECT_TRUE(gSerialCalls.empty());
 }
 
 TEST(RunKernels, KernelExceptionsPropagate) {
