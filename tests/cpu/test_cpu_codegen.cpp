@@ -655,6 +655,39 @@ TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
     }
 }
 
+// pow with constant exponents, expanded by the passes (src/passes/expand_pow.h) into products,
+// sqrt, rsqrt and reciprocals, on the cpu backend against pow on the reference: every special
+// value pow defines (signed zeros, infinities, NaN, negative bases of half-integer powers).
+TEST(CpuCodegen, ExpandedPowsMatchPowOnSpecialValues) {
+  for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
+    std::string text = fmt::format(
+        "graph p(x: {0}[64]) {{\n a = pow(x, 2)\n b = pow(x, 3)\n c = pow(x, -1)\n"
+        " d = pow(x, 0.5)\n e = pow(x, -0.5)\n f = pow(x, 1.5)\n g = pow(x, -2.5)\n"
+        " h = pow(x, 0)\n i = pow(x, 16)\n return a, b, c, d, e, f, g, h, i\n}}\n",
+        dtype);
+    ir::Graph g = parseOne(text.c_str());
+    ir::DType t = g.node(g.inputs()[0]).type.dtype;
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> xs = {0.0,   -0.0, 1.0,  -1.0,  inf,   -inf,  std::nan(""),
+                              0.5,   -0.5, 2.0,  -2.0,  3.25,  -3.25, 1e-3,
+                              -1e-3, 7.5,  -7.5, 0.999, 1.001, 40.0};
+    for (int i = 0; xs.size() < 64; ++i)
+      xs.push_back(std::ldexp(1.0 + 0.37 * i, i % 9 - 4) * (i % 2 ? -1 : 1));
+    reference::HostTensor in;
+    in.dtype = t;
+    in.shape = {64};
+    for (double x : xs) in.floats.push_back(ir::roundToFloat(x, t));
+    ir::Graph optimized = passes::runPasses(g);
+    int pows = 0;
+    for (const ir::Node& n : optimized.nodes()) pows += n.op == ir::OpCode::Pow;
+    EXPECT_EQ(pows, 0) << dtype;
+    Compiled c = compileGraph(optimized, {}, fusion::Mode::Stitch, 3);
+    auto got = runCompiled(optimized, {}, c.build.plan, c.kernels, {in});
+    auto want = st::evaluateReference(g, std::vector<reference::HostTensor>{in});
+    EXPECT_EQ(st::compareOutputs(want, got, st::dtypeTolerance(t)), "") << dtype;
+  }
+}
+
 // --- SLEEF: vectorized transcendentals, their accuracy ----------------------------------------
 
 // The undefined symbols of an object file: the functions its code calls.
