@@ -6,6 +6,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -153,7 +154,8 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
   // SLEEF by address, not through the process (vector_math.h says why).
   llvm::orc::SymbolMap sleef;
-  for (const auto& [name, addr] : sleefSymbols())
+  bool fma = (*tm)->getMCSubtargetInfo()->checkFeatures("+fma");
+  for (const auto& [name, addr] : sleefSymbols(fma))
     sleef[(*jit)->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
         llvm::orc::ExecutorAddr(addr),
         llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);

@@ -19,7 +19,9 @@
   void Sleef_##name##_u10();              \
   void Sleef_##name##d2_u10();            \
   void Sleef_##name##d4_u10();            \
-  void Sleef_##name##d8_u10();
+  void Sleef_##name##d8_u10();            \
+  void Sleef_##name##f1_u10purecfma();    \
+  void Sleef_##name##d1_u10purecfma();
 extern "C" {
 STITCH_SLEEF_FUNCTIONS(STITCH_SLEEF_DECLARE)
 }
@@ -33,22 +35,23 @@ uintptr_t address(void (*f)()) { return reinterpret_cast<uintptr_t>(f); }
 
 }  // namespace
 
-const std::vector<std::pair<std::string, uintptr_t>>& sleefSymbols() {
+std::vector<std::pair<std::string, uintptr_t>> sleefSymbols(bool fma) {
+  // The scalar names bound to the FMA build of the same function where the host has FMA.
 #define STITCH_SLEEF_ENTRY(f) {#f, address(&f)},
-#define STITCH_SLEEF_ENTRIES(name, arity)   \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f_u10)   \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f4_u10)  \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f8_u10)  \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f16_u10) \
-  STITCH_SLEEF_ENTRY(Sleef_##name##_u10)    \
-  STITCH_SLEEF_ENTRY(Sleef_##name##d2_u10)  \
-  STITCH_SLEEF_ENTRY(Sleef_##name##d4_u10)  \
+#define STITCH_SLEEF_SCALAR(f, withFma) {#f, fma ? address(&withFma) : address(&f)},
+#define STITCH_SLEEF_ENTRIES(name, arity)                                \
+  STITCH_SLEEF_SCALAR(Sleef_##name##f_u10, Sleef_##name##f1_u10purecfma) \
+  STITCH_SLEEF_ENTRY(Sleef_##name##f4_u10)                               \
+  STITCH_SLEEF_ENTRY(Sleef_##name##f8_u10)                               \
+  STITCH_SLEEF_ENTRY(Sleef_##name##f16_u10)                              \
+  STITCH_SLEEF_SCALAR(Sleef_##name##_u10, Sleef_##name##d1_u10purecfma)  \
+  STITCH_SLEEF_ENTRY(Sleef_##name##d2_u10)                               \
+  STITCH_SLEEF_ENTRY(Sleef_##name##d4_u10)                               \
   STITCH_SLEEF_ENTRY(Sleef_##name##d8_u10)
-  static const std::vector<std::pair<std::string, uintptr_t>> symbols = {
-      STITCH_SLEEF_FUNCTIONS(STITCH_SLEEF_ENTRIES)};
+  return {STITCH_SLEEF_FUNCTIONS(STITCH_SLEEF_ENTRIES)};
 #undef STITCH_SLEEF_ENTRIES
+#undef STITCH_SLEEF_SCALAR
 #undef STITCH_SLEEF_ENTRY
-  return symbols;
 }
 
 std::vector<llvm::VecDesc> sleefVectorMappings(const llvm::TargetMachine& tm) {
