@@ -15,9 +15,12 @@
 // host has, so a vectorized loop body and its scalar remainder compute the same functions within
 // the same 1.0 ULP bound. u10 everywhere: DESIGN.md's tolerances (f32 rtol = atol = 1e-4, f64 1e-4,
 // f16 1e-2, bf16 4e-2; the reference interpreter computes in f64 with libm and rounds once) are at
-// least 800 f32 ULPs, so 1 ULP (or the 3.5 of u35) is far inside them; u10 keeps f64 results within
-// 1 ULP of libm too. f16/bf16 compute in f32 and round to their dtype: a 1-ULP f32 error changes
-// that rounding only for values next to a rounding boundary, and then by one f16/bf16 ULP.
+// least 800 f32 ULPs, so 1 ULP (or the 3.5 of u35) is far inside them; in f64, u10 keeps results
+// within 1 ULP of the exact value, as close as the reference's libm. f16/bf16 compute in f32 and
+// round to their dtype: a 1-ULP f32 error changes that rounding only for values next to a rounding
+// boundary, and then by one f16/bf16 ULP. The price of one bound everywhere: a loop the vectorizer
+// leaves scalar (a strided walk, a loop it finds unprofitable) calls SLEEF's scalar functions,
+// which are slower than glibc's scalar libm (about 1.5-2x with FMA; vector_math.h has the figures).
 #pragma once
 
 #include <string>
