@@ -6,7 +6,6 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
-#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -98,7 +97,7 @@ class Optimizer {
     pto.LoopVectorization = level_ >= 2;
     pto.SLPVectorization = level_ >= 2;
     llvm::PassBuilder pb(tm_.get(), pto);
-    // SLEEF's vector functions for the scalar ones the emitter calls (vector_math.h):
+    // SLEEF's vector functions for the libm ones the emitter calls (vector_math.h):
     // registered before the defaults, so this TargetLibraryInfo wins.
     llvm::TargetLibraryInfoImpl tlii(tm_->getTargetTriple());
     tlii.addVectorizableFunctions(vectorMath_);
@@ -152,10 +151,9 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!gen) return gen.takeError();
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  // SLEEF by address, not through the process (vector_math.h says why).
+  // libm and SLEEF by address, not through the process (vector_math.h says why).
   llvm::orc::SymbolMap sleef;
-  bool fma = (*tm)->getMCSubtargetInfo()->checkFeatures("+fma");
-  for (const auto& [name, addr] : sleefSymbols(fma))
+  for (const auto& [name, addr] : mathSymbols())
     sleef[(*jit)->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
         llvm::orc::ExecutorAddr(addr),
         llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);

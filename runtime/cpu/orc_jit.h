@@ -5,7 +5,7 @@
 // manager's O3 pipeline (or the level given), run in an IR transform layer with the host's
 // TargetMachine so the vectorizer knows the vector width, and SLEEF's vector functions known to
 // it (vector_math.h). Every module added gets a resource tracker of its own, so its code can be
-// evicted. SLEEF's functions are bound by address; other symbols not defined by a module
+// evicted. libm's and SLEEF's functions are bound by address; other symbols not defined by a module
 // (memcpy, ...) resolve from the running process.
 //
 // The kernel cache hook: compileToObject() runs the same pipeline on a module and returns the

@@ -3,25 +3,22 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <cmath>
 #include <deque>
 
 #include "runtime/cpu/math_library.h"
 
-// Only the addresses are needed, so every function is declared here as void(void), without
+// Only the addresses are needed, so every SLEEF function is declared here as void(void), without
 // <sleef.h>: the header declares the vector functions only when this file is compiled for
 // their ISA (__AVX512F__ ...), which the library must not be (the host picks the width at run
 // time). The JIT calls them with their real signatures.
 #define STITCH_SLEEF_DECLARE(name, arity) \
-  void Sleef_##name##f_u10();             \
   void Sleef_##name##f4_u10();            \
   void Sleef_##name##f8_u10();            \
   void Sleef_##name##f16_u10();           \
-  void Sleef_##name##_u10();              \
   void Sleef_##name##d2_u10();            \
   void Sleef_##name##d4_u10();            \
-  void Sleef_##name##d8_u10();            \
-  void Sleef_##name##f1_u10purecfma();    \
-  void Sleef_##name##d1_u10purecfma();
+  void Sleef_##name##d8_u10();
 extern "C" {
 STITCH_SLEEF_FUNCTIONS(STITCH_SLEEF_DECLARE)
 }
@@ -35,23 +32,25 @@ uintptr_t address(void (*f)()) { return reinterpret_cast<uintptr_t>(f); }
 
 }  // namespace
 
-std::vector<std::pair<std::string, uintptr_t>> sleefSymbols(bool fma) {
-  // The scalar names bound to the FMA build of the same function where the host has FMA.
+std::vector<std::pair<std::string, uintptr_t>> mathSymbols() {
+  // libm's functions by their C names (<cmath> overloads exp etc.: the casts pick the C ones).
+#define STITCH_LIBM_1(name)                                                            \
+  {#name "f", reinterpret_cast<uintptr_t>(static_cast<float (*)(float)>(&::name##f))}, \
+      {#name, reinterpret_cast<uintptr_t>(static_cast<double (*)(double)>(&::name))},
+#define STITCH_LIBM_2(name)                                                                   \
+  {#name "f", reinterpret_cast<uintptr_t>(static_cast<float (*)(float, float)>(&::name##f))}, \
+      {#name, reinterpret_cast<uintptr_t>(static_cast<double (*)(double, double)>(&::name))},
 #define STITCH_SLEEF_ENTRY(f) {#f, address(&f)},
-#define STITCH_SLEEF_SCALAR(f, withFma) {#f, fma ? address(&withFma) : address(&f)},
-#define STITCH_SLEEF_ENTRIES(name, arity)                                \
-  STITCH_SLEEF_SCALAR(Sleef_##name##f_u10, Sleef_##name##f1_u10purecfma) \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f4_u10)                               \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f8_u10)                               \
-  STITCH_SLEEF_ENTRY(Sleef_##name##f16_u10)                              \
-  STITCH_SLEEF_SCALAR(Sleef_##name##_u10, Sleef_##name##d1_u10purecfma)  \
-  STITCH_SLEEF_ENTRY(Sleef_##name##d2_u10)                               \
-  STITCH_SLEEF_ENTRY(Sleef_##name##d4_u10)                               \
-  STITCH_SLEEF_ENTRY(Sleef_##name##d8_u10)
-  return {STITCH_SLEEF_FUNCTIONS(STITCH_SLEEF_ENTRIES)};
-#undef STITCH_SLEEF_ENTRIES
-#undef STITCH_SLEEF_SCALAR
+#define STITCH_MATH_ENTRIES(name, arity)                                                    \
+  STITCH_LIBM_##arity(name) STITCH_SLEEF_ENTRY(Sleef_##name##f4_u10)                        \
+      STITCH_SLEEF_ENTRY(Sleef_##name##f8_u10) STITCH_SLEEF_ENTRY(Sleef_##name##f16_u10)    \
+          STITCH_SLEEF_ENTRY(Sleef_##name##d2_u10) STITCH_SLEEF_ENTRY(Sleef_##name##d4_u10) \
+              STITCH_SLEEF_ENTRY(Sleef_##name##d8_u10)
+  return {STITCH_SLEEF_FUNCTIONS(STITCH_MATH_ENTRIES)};
+#undef STITCH_MATH_ENTRIES
 #undef STITCH_SLEEF_ENTRY
+#undef STITCH_LIBM_2
+#undef STITCH_LIBM_1
 }
 
 std::vector<llvm::VecDesc> sleefVectorMappings(const llvm::TargetMachine& tm) {
@@ -66,7 +65,7 @@ std::vector<llvm::VecDesc> sleefVectorMappings(const llvm::TargetMachine& tm) {
     auto add = [&](const char* base, int arity) {
       for (bool f32 : {true, false})
         for (int lanes : f32 ? std::vector<int>{4, 8, 16} : std::vector<int>{2, 4, 8})
-          out.push_back({sleefScalarName(base, f32), sleefVectorName(base, f32, lanes),
+          out.push_back({mathScalarName(base, f32), sleefVectorName(base, f32, lanes),
                          "_ZGV_LLVM_N" + std::to_string(lanes) + std::string(arity, 'v'), lanes,
                          f32});
     };

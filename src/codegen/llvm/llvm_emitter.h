@@ -9,11 +9,10 @@
 // in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
 // propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
 // Transcendentals (exp log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are
-// calls to SLEEF's scalar 1.0-ULP functions (Sleef_expf_u10, Sleef_exp_u10 for f64; the choice
-// and the accuracy in runtime/cpu/math_library.h), marked pure, which the JIT maps to SLEEF's
-// vector functions at the host's widths, so the loop vectorizer widens them like any other op (the
-// vector body and the scalar remainder are the same functions within the same bound); sqrt and
-// rsqrt (1 / sqrt) are llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
+// calls to libm (expf, exp for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP
+// vector functions at the host's widths, so the loop vectorizer widens them like any other op
+// (the choice and the accuracy in runtime/cpu/math_library.h); sqrt and rsqrt (1 / sqrt) are
+// llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
 // accumulate in the compute type (f32 for f16/bf16/f32); float sums are marked reassociable so the
 // vectorizer keeps partial sums, and are blocked: each block (4096 elements of a contiguous row,
 // 512 of a strided one) is summed in the compute type and added to an f64 total, so the error does
