@@ -30,7 +30,7 @@ struct HostTarget {
 // How host code is compiled.
 struct HostCompileOptions {
   int optLevel = 3;
-  bool vectorMath = false;  // the vectorizer may call glibc's libmvec
+  std::string mathLibrary;  // what transcendentals call, with its version: "sleef 3.5.1"
 };
 
 // A GPU compiler as cache keys name it.

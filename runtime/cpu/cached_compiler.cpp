@@ -43,7 +43,7 @@ HostTarget hostTargetOf(const OrcJit& jit) {
 }
 
 HostCompileOptions hostOptionsOf(const OrcJit& jit) {
-  return HostCompileOptions{jit.optLevel(), jit.vectorMath()};
+  return HostCompileOptions{jit.optLevel(), jit.mathLibrary()};
 }
 
 HostCompiler& HostCompiler::instance() {

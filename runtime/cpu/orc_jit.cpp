@@ -7,15 +7,17 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+#include <sleef.h>
 
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+
+#include "runtime/cpu/vector_math.h"
 
 namespace stitch::rt::cpu {
 
@@ -83,8 +85,8 @@ llvm::CodeGenOptLevel codegenLevel(int level) {
 // host TargetMachine's cost model.
 class Optimizer {
  public:
-  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level, bool vectorMath)
-      : tm_(std::move(tm)), level_(level), vectorMath_(vectorMath) {}
+  Optimizer(std::unique_ptr<llvm::TargetMachine> tm, int level)
+      : tm_(std::move(tm)), level_(level), vectorMath_(sleefVectorMappings(*tm_)) {}
   void run(llvm::Module& m) {
     std::lock_guard<std::mutex> lock(mu_);
     llvm::LoopAnalysisManager lam;
@@ -95,12 +97,10 @@ class Optimizer {
     pto.LoopVectorization = level_ >= 2;
     pto.SLPVectorization = level_ >= 2;
     llvm::PassBuilder pb(tm_.get(), pto);
-    // Vector versions of expf, logf, sinf, ... from glibc's libmvec, when it could be loaded:
+    // SLEEF's vector functions for the libm ones the emitter calls (vector_math.h):
     // registered before the defaults, so this TargetLibraryInfo wins.
     llvm::TargetLibraryInfoImpl tlii(tm_->getTargetTriple());
-    if (vectorMath_)
-      tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
-                                              tm_->getTargetTriple());
+    tlii.addVectorizableFunctions(vectorMath_);
     fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
@@ -117,17 +117,13 @@ class Optimizer {
   std::mutex mu_;
   std::unique_ptr<llvm::TargetMachine> tm_;
   int level_;
-  bool vectorMath_;
+  std::vector<llvm::VecDesc> vectorMath_;
 };
 
-// Makes glibc's vector math library (libmvec) visible to JIT-ed code; false if unavailable.
-bool loadVectorMath(const llvm::Triple& triple) {
-  if (triple.getArch() != llvm::Triple::x86_64 || !triple.isOSLinux()) return false;
-  static const bool loaded = [] {
-    std::string err;
-    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
-  }();
-  return loaded;
+// SLEEF's version: the math library names it in cache keys.
+std::string sleefVersion() {
+  return "sleef " + std::to_string(SLEEF_VERSION_MAJOR) + "." +
+         std::to_string(SLEEF_VERSION_MINOR) + "." + std::to_string(SLEEF_VERSION_PATCHLEVEL);
 }
 
 }  // namespace
@@ -155,8 +151,15 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!gen) return gen.takeError();
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  bool vectorMath = loadVectorMath((*tm)->getTargetTriple());
-  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel, vectorMath);
+  // libm and SLEEF by address, not through the process (vector_math.h says why).
+  llvm::orc::SymbolMap sleef;
+  for (const auto& [name, addr] : mathSymbols())
+    sleef[(*jit)->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
+        llvm::orc::ExecutorAddr(addr),
+        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (auto err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(sleef))))
+    return err;
+  auto optimizer = std::make_shared<Optimizer>(std::move(*tm), optLevel);
   (*jit)->getIRTransformLayer().setTransform(
       [optimizer](llvm::orc::ThreadSafeModule m, const llvm::orc::MaterializationResponsibility&)
           -> llvm::Expected<llvm::orc::ThreadSafeModule> {
@@ -164,15 +167,15 @@ llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
         return m;
       });
   return std::unique_ptr<OrcJit>(
-      new OrcJit(std::move(*jit), std::move(capture), optLevel, vectorMath));
+      new OrcJit(std::move(*jit), std::move(capture), optLevel, sleefVersion()));
 }
 
 OrcJit::OrcJit(std::unique_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<ObjectCapture> capture,
-               int optLevel, bool vectorMath)
+               int optLevel, std::string mathLibrary)
     : capture_(std::move(capture)),
       jit_(std::move(jit)),
       optLevel_(optLevel),
-      vectorMath_(vectorMath) {}
+      mathLibrary_(std::move(mathLibrary)) {}
 
 OrcJit::~OrcJit() {
   if (jit_) llvm::consumeError(jit_->getExecutionSession().endSession());

@@ -3,9 +3,10 @@
 // Fallible setup is in Create(); the constructor cannot fail. Code is generated for the host
 // (JITTargetMachineBuilder::detectHost, with its CPU name and features) after the new pass
 // manager's O3 pipeline (or the level given), run in an IR transform layer with the host's
-// TargetMachine so the vectorizer knows the vector width. Every module added gets a resource
-// tracker of its own, so its code can be evicted. Symbols not defined by a module (libm's expf,
-// logf, ...) resolve from the running process.
+// TargetMachine so the vectorizer knows the vector width, and SLEEF's vector functions known to
+// it (vector_math.h). Every module added gets a resource tracker of its own, so its code can be
+// evicted. libm's and SLEEF's functions are bound by address; other symbols not defined by a module
+// (memcpy, ...) resolve from the running process.
 //
 // The kernel cache hook: compileToObject() runs the same pipeline on a module and returns the
 // relocatable object bytes (captured through an llvm::ObjectCache, notifyObjectCompiled) without
@@ -40,8 +41,8 @@ class OrcJit {
   const llvm::DataLayout& dataLayout() const { return jit_->getDataLayout(); }
   const llvm::Triple& triple() const { return jit_->getTargetTriple(); }
   int optLevel() const { return optLevel_; }
-  // Whether the optimizer may call glibc's vector math library (libmvec): it changes the code.
-  bool vectorMath() const { return vectorMath_; }
+  // The math library the code calls ("sleef 3.5.1"): another version may have other functions.
+  const std::string& mathLibrary() const { return mathLibrary_; }
 
   // Adds a module under a fresh resource tracker (compiled on first lookup).
   llvm::Expected<llvm::orc::ResourceTrackerSP> addModule(llvm::orc::ThreadSafeModule m);
@@ -60,12 +61,12 @@ class OrcJit {
 
  private:
   OrcJit(std::unique_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<ObjectCapture> capture,
-         int optLevel, bool vectorMath);
+         int optLevel, std::string mathLibrary);
 
   std::unique_ptr<ObjectCapture> capture_;  // outlives the JIT, which points at it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   int optLevel_;
-  bool vectorMath_;
+  std::string mathLibrary_;
 };
 
 // Initializes LLVM's native target, asm printer and parser once per process (thread-safe).

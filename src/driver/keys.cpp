@@ -28,7 +28,7 @@ uint64_t deviceHeadersDigest() {
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options) {
   const auto& [triple, cpu, features, llvmVersion] = target;
-  const auto& [optLevel, vectorMath] = options;
+  const auto& [optLevel, mathLibrary] = options;
   rt::CacheKey key;
   key.add("backend", "cpu")
       .add("program", lower::serializeProgram(p))
@@ -37,7 +37,7 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
       .add("features", features)
       .add("llvm-version", llvmVersion)
       .add("opt-level", lower::canonicalBytes(optLevel))
-      .add("vector-math", lower::canonicalBytes(vectorMath));
+      .add("math-library", mathLibrary);
   return key;
 }
 

@@ -16,7 +16,7 @@
 namespace stitch::driver {
 
 // Host: the program, the JIT's machine (triple, CPU name, every feature, LLVM version) and its
-// options (optimization level, whether libmvec may be called).
+// options (optimization level, the math library and its version).
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options);
 

@@ -193,7 +193,7 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   }();
   const rt::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",
                               "19.1.7"};
-  const rt::HostCompileOptions options{3, true};
+  const rt::HostCompileOptions options{3, "sleef 3.5.1"};
   const std::string base = driver::hostKernelKey(p, target, options).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
@@ -215,12 +215,12 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   });
   auto withOptions = [&](const char* what, auto change) {
     rt::HostCompileOptions o = options;
-    auto& [optLevel, vectorMath] = o;
-    change(optLevel, vectorMath);
+    auto& [optLevel, mathLibrary] = o;
+    change(optLevel, mathLibrary);
     variants.emplace_back(what, driver::hostKernelKey(p, target, o).canonical());
   };
   withOptions("opt level", [](auto& l, auto&) { l = 1; });
-  withOptions("vector math", [](auto&, auto& v) { v = !v; });
+  withOptions("math library", [](auto&, auto& m) { m = "sleef 3.6.0"; });
   {
     rt::CacheKey k = driver::hostKernelKey(p, target, options);
     k.version = "0.0.0-other";

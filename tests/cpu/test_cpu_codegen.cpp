@@ -10,9 +10,11 @@
 // would; the kernels of one plan are then compiled as one module (compileArtifacts) for the same
 // reason.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Object/ObjectFile.h>
 
 #include <algorithm>
 #include <chrono>
@@ -44,7 +46,9 @@
 #include "passes/pipeline.h"
 #include "runtime/cpu/cached_compiler.h"
 #include "runtime/cpu/cpu_compiler.h"
+#include "runtime/cpu/math_library.h"
 #include "runtime/cpu/orc_jit.h"
+#include "runtime/cpu/vector_math.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -236,7 +240,8 @@ TEST(CpuCodegen, RandomGraphsMatchReference) {
     ir::Graph g = st::randomGraph(seed, o);
     ir::Bindings b = st::randomBindings(g, seed);
     for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
-      // One seed in four at O3 (vectorized: reassociated reductions, libmvec), the rest at O1.
+      // One seed in four at O3 (vectorized: reassociated reductions, SLEEF vector math), the rest
+      // at O1.
       std::string f = checkGraph(g, b, seed, mode, seed % 4 == 1 ? 3 : 1, t);
       if (!f.empty() && printed++ < 5) ADD_FAILURE() << f;
     }
@@ -683,6 +688,162 @@ TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
       if (std::isnan(w)) EXPECT_TRUE(std::isnan(v)) << o << " " << i;
       else EXPECT_EQ(v, w) << "output " << o << " element " << i << " of " << in.floats[i];
     }
+}
+
+// pow with constant exponents, expanded by the passes (src/passes/expand_pow.h) into products,
+// sqrt, rsqrt and reciprocals, on the cpu backend against pow on the reference: every special
+// value pow defines (signed zeros, infinities, NaN, negative bases of half-integer powers).
+TEST(CpuCodegen, ExpandedPowsMatchPowOnSpecialValues) {
+  for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
+    std::string text = fmt::format(
+        "graph p(x: {0}[64]) {{\n a = pow(x, 2)\n b = pow(x, 3)\n c = pow(x, -1)\n"
+        " d = pow(x, 0.5)\n e = pow(x, -0.5)\n f = pow(x, 1.5)\n g = pow(x, -2.5)\n"
+        " h = pow(x, 0)\n i = pow(x, 16)\n return a, b, c, d, e, f, g, h, i\n}}\n",
+        dtype);
+    ir::Graph g = parseOne(text.c_str());
+    ir::DType t = g.node(g.inputs()[0]).type.dtype;
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> xs = {0.0,   -0.0, 1.0,  -1.0,  inf,   -inf,  std::nan(""),
+                              0.5,   -0.5, 2.0,  -2.0,  3.25,  -3.25, 1e-3,
+                              -1e-3, 7.5,  -7.5, 0.999, 1.001, 40.0};
+    for (int i = 0; xs.size() < 64; ++i)
+      xs.push_back(std::ldexp(1.0 + 0.37 * i, i % 9 - 4) * (i % 2 ? -1 : 1));
+    reference::HostTensor in;
+    in.dtype = t;
+    in.shape = {64};
+    for (double x : xs) in.floats.push_back(ir::roundToFloat(x, t));
+    ir::Graph optimized = passes::runPasses(g);
+    int pows = 0;
+    for (const ir::Node& n : optimized.nodes()) pows += n.op == ir::OpCode::Pow;
+    EXPECT_EQ(pows, 0) << dtype;
+    Compiled c = compileGraph(optimized, {}, fusion::Mode::Stitch, 3);
+    auto got = runCompiled(optimized, {}, c.build.plan, c.kernels, {in});
+    auto want = st::evaluateReference(g, std::vector<reference::HostTensor>{in});
+    EXPECT_EQ(st::compareOutputs(want, got, st::dtypeTolerance(t)), "") << dtype;
+  }
+}
+
+// --- SLEEF: vectorized transcendentals, their accuracy ----------------------------------------
+
+// The undefined symbols of an object file: the functions its code calls.
+std::set<std::string> calledSymbols(const std::vector<char>& bytes) {
+  auto obj = llvm::object::ObjectFile::createObjectFile(
+      llvm::MemoryBufferRef(llvm::StringRef(bytes.data(), bytes.size()), "kernel.o"));
+  if (!obj) {
+    ADD_FAILURE() << llvm::toString(obj.takeError());
+    return {};
+  }
+  std::set<std::string> out;
+  for (const llvm::object::SymbolRef& sym : (*obj)->symbols()) {
+    auto flags = sym.getFlags();
+    auto name = sym.getName();
+    if (flags && name && (*flags & llvm::object::SymbolRef::SF_Undefined)) out.insert(name->str());
+    if (!flags) llvm::consumeError(flags.takeError());
+    if (!name) llvm::consumeError(name.takeError());
+  }
+  return out;
+}
+
+// Every transcendental of the IR but sqrt, in f32 and f64, on 1003 elements (a vector body and a
+// remainder at every width): the O3 object calls SLEEF's vector function at a width the host has
+// (so the loop was vectorized around the call); at O1 (no loop vectorizer) only the scalar one.
+// Either way the results are within 3 ULP of the function computed in double (f32) or of libm
+// (f64): SLEEF's u10 bound is 1 ULP, glibc's known errors 1-2, sigmoid adds an add and a divide.
+TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
+  struct Op {
+    const char* ir;     // the op as the graph writes it (x the input)
+    const char* sleef;  // the SLEEF function it calls
+    double lo, hi;      // the input range
+    double (*ref)(double);
+  };
+  const Op ops[] = {
+      {"exp(x)", "exp", -80, 80, [](double x) { return std::exp(x); }},
+      {"log(x)", "log", 1e-30, 1e30, [](double x) { return std::log(x); }},
+      {"log1p(x)", "log1p", -0.999, 50, [](double x) { return std::log1p(x); }},
+      {"tanh(x)", "tanh", -12, 12, [](double x) { return std::tanh(x); }},
+      {"erf(x)", "erf", -5, 5, [](double x) { return std::erf(x); }},
+      {"sin(x)", "sin", -100, 100, [](double x) { return std::sin(x); }},
+      {"cos(x)", "cos", -100, 100, [](double x) { return std::cos(x); }},
+      {"sigmoid(x)", "exp", -30, 30, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"pow(x, 2.25)", "pow", 1e-3, 1e3, [](double x) { return std::pow(x, 2.25); }},
+  };
+  const int n = 1003;
+  for (int level : {3, 1}) {
+    auto& jit = jitAt(level);
+    const llvm::Triple& triple = jit.triple();
+    for (const Op& op : ops) {
+      for (bool f32 : {true, false}) {
+        std::string dtype = f32 ? "f32" : "f64";
+        std::string what = std::string(op.ir) + " " + dtype + " O" + std::to_string(level);
+        std::string text =
+            fmt::format("graph t(x: {0}[{1}]) {{\n y = {2}\n return y\n}}\n", dtype, n, op.ir);
+        ir::Graph g = parseOne(text.c_str());
+        fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+        lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+        auto ctx = std::make_unique<llvm::LLVMContext>();
+        auto m = std::make_unique<llvm::Module>("sleef_" + std::string(op.sleef), *ctx);
+        m->setDataLayout(jit.dataLayout());
+        m->setTargetTriple(triple.str());
+        auto names = codegen::emitProgram(p, "sleef", *m);
+        auto bytes = jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)),
+                                         names[0]);
+        ASSERT_TRUE(static_cast<bool>(bytes)) << llvm::toString(bytes.takeError());
+
+        // The vector calls: one of the widths the target has (the vectorizer picks the width).
+        std::set<std::string> called = calledSymbols(*bytes);
+        bool vector = false;
+        for (int lanes : f32 ? std::vector<int>{4, 8, 16} : std::vector<int>{2, 4, 8})
+          vector |= called.count(rt::cpu::sleefVectorName(op.sleef, f32, lanes)) > 0;
+        if (level == 1) {
+          EXPECT_FALSE(vector) << what;
+        } else if (triple.getArch() == llvm::Triple::x86_64) {
+          EXPECT_TRUE(vector) << what << " calls no vector SLEEF function; it calls "
+                              << fmt::format("{}", fmt::join(called, ", "));
+        }
+        // Scalar code (the remainder; everything at O1): libm.
+        EXPECT_TRUE(called.count(rt::cpu::mathScalarName(op.sleef, f32))) << what;
+
+        auto rt = jit.loadObject(*bytes, "sleef.o");
+        ASSERT_TRUE(static_cast<bool>(rt)) << llvm::toString(rt.takeError());
+        auto fn = jit.lookup(names[0]);
+        ASSERT_TRUE(static_cast<bool>(fn)) << llvm::toString(fn.takeError());
+        // Inputs spread log-uniformly over positive ranges, uniformly over the others.
+        std::vector<double> xs(n);
+        for (int i = 0; i < n; ++i) {
+          double t = static_cast<double>(i) / (n - 1);
+          xs[static_cast<size_t>(i)] =
+              op.lo > 0 ? op.lo * std::pow(op.hi / op.lo, t) : op.lo + (op.hi - op.lo) * t;
+        }
+        int worst = 0;
+        double worstX = 0;
+        auto check = [&](double x, double got, double want) {
+          if (got == want) return;  // infinities included
+          double ulp = f32 ? std::nextafter(static_cast<float>(std::fabs(want)), INFINITY) -
+                                 static_cast<float>(std::fabs(want))
+                           : std::nextafter(std::fabs(want), INFINITY) - std::fabs(want);
+          auto ulps = static_cast<int>(std::ceil(std::fabs(got - want) / ulp));
+          if (ulps > worst) {
+            worst = ulps;
+            worstX = x;
+          }
+        };
+        if (f32) {
+          std::vector<float> x(xs.begin(), xs.end()), y(n);
+          void* bufs[2] = {x.data(), y.data()};
+          reinterpret_cast<rt::cpu::KernelFn> (*fn)(bufs, 0, p.phases[0].units);
+          for (int i = 0; i < n; ++i)
+            check(x[i], y[i], static_cast<float>(op.ref(static_cast<double>(x[i]))));
+        } else {
+          std::vector<double> y(n);
+          void* bufs[2] = {xs.data(), y.data()};
+          reinterpret_cast<rt::cpu::KernelFn> (*fn)(bufs, 0, p.phases[0].units);
+          for (int i = 0; i < n; ++i) check(xs[i], y[i], op.ref(xs[i]));
+        }
+        EXPECT_LE(worst, 3) << what << ": " << worst << " ULP at x = " << worstX;
+        EXPECT_FALSE(static_cast<bool>(jit.remove(*rt)));
+      }
+    }
+  }
 }
 
 TEST(OrcJit, ObjectBytesRoundTrip) {

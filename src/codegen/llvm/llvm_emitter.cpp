@@ -18,6 +18,7 @@
 #include <numeric>
 #include <optional>
 
+#include "runtime/cpu/math_library.h"
 #include "support/error.h"
 #include "support/philox.h"
 
@@ -261,13 +262,14 @@ class PhaseEmitter {
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
     return B_.CreateIntrinsic(id, {args[0]->getType()}, args);
   }
-  llvm::Value* libm(const char* base, std::vector<llvm::Value*> args) {
+  // A call to libm's `base` (runtime/cpu/math_library.h) at the type of args[0].
+  llvm::Value* math(const char* base, std::vector<llvm::Value*> args) {
     llvm::Type* t = args[0]->getType();
-    std::string name = std::string(base) + (t->isFloatTy() ? "f" : "");
     std::vector<llvm::Type*> params(args.size(), t);
-    llvm::FunctionCallee f =
-        M_.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
-    // Pure (we never read errno): loops calling it can still be vectorized around the call.
+    llvm::FunctionCallee f = M_.getOrInsertFunction(rt::cpu::mathScalarName(base, t->isFloatTy()),
+                                                    llvm::FunctionType::get(t, params, false));
+    // Pure (we never read errno): the loop vectorizer may widen the call, to the SLEEF vector
+    // function the JIT maps it to.
     if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
       fn->setDoesNotAccessMemory();
       fn->setDoesNotThrow();
@@ -477,18 +479,17 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Relu:
       if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
       return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
-    case OpCode::Exp: return r(intrinsic(llvm::Intrinsic::exp, {a}));
-    case OpCode::Log: return r(intrinsic(llvm::Intrinsic::log, {a}));
-    case OpCode::Log1p: return r(libm("log1p", {a}));
-    case OpCode::Tanh: return r(libm("tanh", {a}));
-    case OpCode::Erf: return r(libm("erf", {a}));
-    case OpCode::Sin: return r(intrinsic(llvm::Intrinsic::sin, {a}));
-    case OpCode::Cos: return r(intrinsic(llvm::Intrinsic::cos, {a}));
+    case OpCode::Exp: return r(math("exp", {a}));
+    case OpCode::Log: return r(math("log", {a}));
+    case OpCode::Log1p: return r(math("log1p", {a}));
+    case OpCode::Tanh: return r(math("tanh", {a}));
+    case OpCode::Erf: return r(math("erf", {a}));
+    case OpCode::Sin: return r(math("sin", {a}));
+    case OpCode::Cos: return r(math("cos", {a}));
     case OpCode::Sqrt: return r(intrinsic(llvm::Intrinsic::sqrt, {a}));
     case OpCode::Rsqrt: return r(B_.CreateFDiv(one(), intrinsic(llvm::Intrinsic::sqrt, {a})));
     case OpCode::Sigmoid:
-      return r(B_.CreateFDiv(
-          one(), B_.CreateFAdd(one(), intrinsic(llvm::Intrinsic::exp, {B_.CreateFNeg(a)}))));
+      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), math("exp", {B_.CreateFNeg(a)}))));
     case OpCode::Reciprocal: return r(B_.CreateFDiv(one(), a));
     case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor, {a});
     case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil, {a});
@@ -513,7 +514,7 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Minimum:
       return fl ? r(intrinsic(llvm::Intrinsic::minimum, {a, b}))
                 : intrinsic(llvm::Intrinsic::smin, {a, b});
-    case OpCode::Pow: return r(intrinsic(llvm::Intrinsic::pow, {a, b}));
+    case OpCode::Pow: return r(math("pow", {a, b}));
     case OpCode::Eq: return fl ? B_.CreateFCmpOEQ(a, b) : B_.CreateICmpEQ(a, b);
     case OpCode::Ne: return fl ? B_.CreateFCmpUNE(a, b) : B_.CreateICmpNE(a, b);
     case OpCode::Lt: return fl ? B_.CreateFCmpOLT(a, b) : B_.CreateICmpSLT(a, b);

@@ -8,16 +8,17 @@
 // result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32, f64
 // in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
 // propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
-// Transcendentals are libm: exp, log, sin, cos and pow as LLVM intrinsics (which become calls
-// to expf, logf, ... or, in vectorized loops, to glibc's libmvec when the JIT loaded it), log1p,
-// tanh and erf as calls to log1pf, tanhf, erff (double versions for f64) marked pure; the JIT
-// resolves them from the process. Reductions accumulate in the compute type (f32 for f16/bf16/f32);
-// float sums are marked reassociable so the vectorizer keeps partial sums, and are blocked: each
-// block (4096 elements of a contiguous row, 512 of a strided one) is summed in the compute type
-// and added to an f64 total, so the error
-// does not grow with the row (the reference sums in f64; an f32 running total of a long row
-// drops the small addends). Means divide the f64 total. Float products hold an underflowed
-// product of nonzero factors at the smallest subnormal (the reference's rule: +-inf times it is
+// Transcendentals (exp log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are
+// calls to libm (expf, exp for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP
+// vector functions at the host's widths, so the loop vectorizer widens them like any other op
+// (the choice and the accuracy in runtime/cpu/math_library.h); sqrt and rsqrt (1 / sqrt) are
+// llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
+// accumulate in the compute type (f32 for f16/bf16/f32); float sums are marked reassociable so the
+// vectorizer keeps partial sums, and are blocked: each block (4096 elements of a contiguous row,
+// 512 of a strided one) is summed in the compute type and added to an f64 total, so the error does
+// not grow with the row (the reference sums in f64; an f32 running total of a long row drops the
+// small addends). Means divide the f64 total. Float products hold an underflowed product of nonzero
+// factors at the smallest subnormal (the reference's rule: +-inf times it is
 // +-inf, not NaN), which keeps their loops scalar. Element loops are plain counted loops over
 // contiguous indices, so the loop vectorizer sees them. Column and middle-axis reductions (units
 // adjacent in memory, each walking its row with a stride) run in column tiles: a tile of
