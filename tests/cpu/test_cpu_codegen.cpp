@@ -145,6 +145,7 @@ struct Totals {
   int graphs = 0, kernels = 0, phases = 0, mismatches = 0, plannerFailures = 0;
   int columnPartials = 0;  // phases carrying column partials (lower/column_partials.h)
   int columnTiles = 0;     // phases the emitter runs in column tiles (llvm_emitter.h)
+  int elementTiles = 0;    // loop phases the emitter runs in element tiles
   double buildMs = 0;      // the driver: plan, lower, emit
   rt::cpu::CompileStats stats;
 };
@@ -184,6 +185,7 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
     for (const lower::Phase& ph : p.phases) {
       totals.columnPartials += ph.workers > 0;
       totals.columnTiles += codegen::columnTile(ph) > 0;
+      totals.elementTiles += codegen::elementTile(ph) > 0;
     }
   if (!failure.empty()) {
     ++totals.mismatches;
@@ -200,7 +202,8 @@ void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
   std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
             << " phases, " << t.columnPartials << " with column partials, " << t.columnTiles
-            << " in column tiles), " << t.mismatches << " mismatches, " << t.plannerFailures
+            << " in column tiles, " << t.elementTiles << " in element tiles), " << t.mismatches
+            << " mismatches, " << t.plannerFailures
             << " plans the driver failed to make; per kernel: plan+lower+emit "
             << t.buildMs / std::max(1, s.kernels) << " ms, parse "
             << s.parseMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
@@ -635,6 +638,45 @@ TEST(CpuLowering, ColumnTilesMatchTheReference) {
         EXPECT_TRUE(f.empty()) << text << f;
         EXPECT_GT(t.columnTiles, 0) << text;
       }
+    }
+}
+
+// Loop phases whose operands broadcast along inner axes run in element tiles
+// (llvm_emitter.h): a bias over the last axis, a per-channel value over a middle axis, a
+// transpose; extents that tile (3072, 256) and one that does not (100: the flat loop), with
+// partial tiles at the chunks' ends; each against the reference.
+TEST(CpuLowering, ElementTilesMatchTheReference) {
+  struct Case {
+    const char* text;
+    ir::Bindings b;
+    bool tiled;
+  };
+  const Case cases[] = {
+      {"graph g(h: {0}[R, C], bias: {0}[C], r: {0}[R, C]) {{\n a = add(h, bias)\n"
+       " e = erf(a)\n y = add(e, r)\n return y\n}}\n",
+       {{"R", 37}, {"C", 3072}},
+       true},
+      {"graph g(h: {0}[R, C], bias: {0}[C], r: {0}[R, C]) {{\n a = add(h, bias)\n"
+       " e = tanh(a)\n y = mul(e, r)\n return y\n}}\n",
+       {{"R", 300}, {"C", 100}},
+       false},
+      {"graph g(x: {0}[N, C, S], s: {0}[C, 1]) {{\n y = mul(x, s)\n z = exp(y)\n return z\n}}\n",
+       {{"N", 5}, {"C", 24}, {"S", 256}},
+       true}};
+  for (const char* dt : {"f32", "bf16"})
+    for (const Case& c : cases) {
+      std::string text = fmt::format(fmt::runtime(c.text), dt);
+      ir::Graph g = parseOne(text.c_str());
+      ir::Graph opt = passes::runPasses(g);
+      fusion::Plan plan = fusion::planGraph(opt, c.b, *fusion::findProfile("host"));
+      int tiled = 0;
+      for (const fusion::Kernel& k : plan.kernels)
+        for (const lower::Phase& ph : lower::lowerKernel(opt, k, c.b).phases)
+          tiled += codegen::elementTile(ph) > 0;
+      EXPECT_EQ(tiled > 0, c.tiled) << text;
+      Totals t;
+      std::string f = checkGraph(g, c.b, 3, fusion::Mode::Stitch, 1, t);
+      EXPECT_TRUE(f.empty()) << text << f;
     }
 }
 

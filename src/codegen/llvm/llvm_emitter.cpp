@@ -101,7 +101,8 @@ bool isIndexKind(InstKind k) {
 // The forms of every instruction the phase's blocks use, or nullopt where one has none.
 // Instructions are a DAG whose ids need not be in order (passes such as split_rows append index
 // arithmetic), so forms are computed depth first from the operands.
-std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t T) {
+std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t T,
+                                                InstKind varying) {
   const size_t n = ph.insts.size();
   std::vector<IndexForm> f(n);
   std::vector<uint8_t> state(n, 0);  // 0 new, 1 in progress, 2 done
@@ -127,8 +128,10 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
       case InstKind::Const:
         r = {0, ir::isInt(in.dtype) ? (in.ivalue < 0 ? -in.ivalue : in.ivalue) : 1, false};
         break;
-      case InstKind::UnitIndex: r = {1, T, true}; break;
-      case InstKind::LoopIndex: r = {0, 1, false}; break;
+      case InstKind::UnitIndex:
+      case InstKind::LoopIndex:
+        r = in.kind == varying ? IndexForm{1, T, true} : IndexForm{0, 1, false};
+        break;
       case InstKind::IAdd:
         if (!operand(in.args[0], x) || !operand(in.args[1], y)) return false;
         if (__builtin_add_overflow(x.slope, y.slope, &r.slope)) return false;
@@ -179,7 +182,10 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
     state[static_cast<size_t>(id)] = 2;
     return true;
   };
-  for (const lower::Block* b : {&ph.pre, &ph.stages[0].body, &ph.post})
+  const std::vector<const lower::Block*> blocks =
+      ph.reduce ? std::vector<const lower::Block*>{&ph.pre, &ph.stages[0].body, &ph.post}
+                : std::vector<const lower::Block*>{&ph.elems};
+  for (const lower::Block* b : blocks)
     for (int id : b->insts)
       if (!form(id)) return std::nullopt;
   return f;
@@ -200,7 +206,7 @@ std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, in
   tile = kColumnTile;
   while (tile > 16 && tile * std::max<int64_t>(perUnit, 1) > kTileAccBytes) tile /= 2;
   for (; tile >= 16; tile /= 2) {
-    std::optional<std::vector<IndexForm>> f = tileForms(ph, tile);
+    std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::UnitIndex);
     if (!f) continue;
     for (int id : ph.stages[0].body.insts) {
       const Inst& in = ph.insts[static_cast<size_t>(id)];
@@ -214,6 +220,29 @@ std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, in
     }
     return std::nullopt;  // nothing strided: the plain loop reads contiguously already
   }
+  return std::nullopt;
+}
+
+// Element tiles. A loop phase over a domain whose operands broadcast along its inner axes reads
+// them at index arithmetic such as i % 3072 (bias + GELU + residual's bias); LLVM's vectorizer
+// cannot bound such an index for its run-time overlap checks, so the loop stays scalar with a
+// libm call per element. The same proof as for column tiles, with the element index varying:
+// tiles of T elements aligned to T (T dividing the broadcast extents), in which every index is
+// B + slope * j, contiguous where the slope is 1. Only phases with such divisions are tiled;
+// tiles of kElementTile elements or a power of two down to 64.
+constexpr int64_t kElementTile = 4096;
+
+std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, int64_t& tile) {
+  if (ph.reduce || ph.total < 2) return std::nullopt;
+  bool divides = false;
+  for (int id : ph.elems.insts) {
+    const Inst& in = ph.insts[static_cast<size_t>(id)];
+    divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
+  }
+  if (!divides) return std::nullopt;
+  for (tile = kElementTile; tile >= 64; tile /= 2)
+    if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
+      return f;
   return std::nullopt;
 }
 
@@ -352,6 +381,10 @@ class PhaseEmitter {
   void emitBlock(const lower::Block& b);
   void emitStage(const lower::Stage& st);
   void emitColumnTiles(llvm::Value* begin, llvm::Value* end);
+  // fn(t, jlo, jhi) for each tile of tile_ indices (aligned to tile_) meeting [lo, hi): its
+  // first index t and the offsets [jlo, jhi) in it that lie in [lo, hi).
+  void tiles(llvm::Value* lo, llvm::Value* hi,
+             const std::function<void(llvm::Value*, llvm::Value*, llvm::Value*)>& fn);
   void walkRow(const lower::Stage& st, const std::function<void(llvm::Value*)>& step,
                const std::function<void()>& flush);
   // The running value of accumulator a (wide ones: the block's) and a wide one's f64 total: in a
@@ -768,16 +801,22 @@ void PhaseEmitter::emitStage(const lower::Stage& st) {
 // are aligned to tile_ in unit space, so the first and last may be partial. Every per-unit step
 // is an inner loop over the tile's units; the unit's own pre block is recomputed where its
 // values are used (it holds index arithmetic and per-unit loads, hoisted by LLVM when invariant).
-void PhaseEmitter::emitColumnTiles(llvm::Value* begin, llvm::Value* end) {
+void PhaseEmitter::tiles(llvm::Value* lo, llvm::Value* hi,
+                         const std::function<void(llvm::Value*, llvm::Value*, llvm::Value*)>& fn) {
   const int64_t T = tile_;
-  const lower::Stage& st = ph_.stages[0];
-  llvm::Value* firstTile = B_.CreateUDiv(begin, i64(T));
-  llvm::Value* endTile = B_.CreateUDiv(B_.CreateAdd(end, i64(T - 1)), i64(T));
+  llvm::Value* firstTile = B_.CreateUDiv(lo, i64(T));
+  llvm::Value* endTile = B_.CreateUDiv(B_.CreateAdd(hi, i64(T - 1)), i64(T));
   loop(firstTile, endTile, [&](llvm::Value* tileNo) {
     llvm::Value* t = B_.CreateMul(tileNo, i64(T), "", true, true);
-    llvm::Value* jlo = B_.CreateSelect(B_.CreateICmpSGT(begin, t), B_.CreateSub(begin, t), i64(0));
-    llvm::Value* rest = B_.CreateSub(end, t);
-    llvm::Value* jhi = B_.CreateSelect(B_.CreateICmpSLT(rest, i64(T)), rest, i64(T));
+    llvm::Value* jlo = B_.CreateSelect(B_.CreateICmpSGT(lo, t), B_.CreateSub(lo, t), i64(0));
+    llvm::Value* rest = B_.CreateSub(hi, t);
+    fn(t, jlo, B_.CreateSelect(B_.CreateICmpSLT(rest, i64(T)), rest, i64(T)));
+  });
+}
+
+void PhaseEmitter::emitColumnTiles(llvm::Value* begin, llvm::Value* end) {
+  const lower::Stage& st = ph_.stages[0];
+  tiles(begin, end, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
     auto perUnit = [&](const std::function<void()>& fn) {
       loop(jlo, jhi, [&](llvm::Value* j) {
         tileJ_ = j;
@@ -834,7 +873,9 @@ void PhaseEmitter::emit(const std::string& name) {
     wideSlots_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy()) : nullptr);
     accFinal_.push_back(nullptr);
   }
-  if (std::optional<std::vector<IndexForm>> forms = columnTileForms(ph_, tile_)) {
+  std::optional<std::vector<IndexForm>> forms =
+      ph_.reduce ? columnTileForms(ph_, tile_) : elementTileForms(ph_, tile_);
+  if (forms) {
     forms_ = std::move(*forms);
     valsJ_.assign(ph_.insts.size(), nullptr);
     for (const lower::Accumulator& a : ph_.accs) {
@@ -846,10 +887,21 @@ void PhaseEmitter::emit(const std::string& name) {
     llvm::Value* lo = B_.CreateMul(begin, i64(ph_.chunk));
     llvm::Value* hi = B_.CreateMul(end, i64(ph_.chunk));
     hi = B_.CreateSelect(B_.CreateICmpSLT(hi, i64(ph_.total)), hi, i64(ph_.total));
-    loop(lo, hi, [&](llvm::Value* i) {
-      loopIndex_ = i;
-      emitBlock(ph_.elems);
-    });
+    if (!forms_.empty()) {
+      tiles(lo, hi, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
+        loop(jlo, jhi, [&](llvm::Value* j) {
+          tileJ_ = j;
+          loopIndex_ = t;
+          emitBlock(ph_.elems);
+          tileJ_ = nullptr;
+        });
+      });
+    } else {
+      loop(lo, hi, [&](llvm::Value* i) {
+        loopIndex_ = i;
+        emitBlock(ph_.elems);
+      });
+    }
   } else {
     auto row = [&](llvm::Value* u) {
       unit_ = u;
@@ -909,6 +961,11 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
 int64_t columnTile(const lower::Phase& ph) {
   int64_t tile = 0;
   return columnTileForms(ph, tile) ? tile : 0;
+}
+
+int64_t elementTile(const lower::Phase& ph) {
+  int64_t tile = 0;
+  return elementTileForms(ph, tile) ? tile : 0;
 }
 
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix) {

@@ -24,7 +24,9 @@
 // adjacent in memory, each walking its row with a stride) run in column tiles: a tile of
 // adjacent units walks the rows together, the inner loop over the units contiguous in memory and
 // vectorized, each unit with its own accumulators (columnTile; the proof that the tile's index
-// arithmetic is affine is in the .cpp).
+// arithmetic is affine is in the .cpp). Loop phases whose operands broadcast along inner axes
+// (a bias read at i % C) run in element tiles the same way (elementTile), so that their indices
+// are affine in the inner loop and LLVM's vectorizer can check them for overlap.
 #pragma once
 
 #include <memory>
@@ -47,6 +49,8 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
 
 // The units per column tile emitProgram runs phase `ph` in (0: one unit at a time).
 int64_t columnTile(const lower::Phase& ph);
+// The elements per element tile emitProgram runs loop phase `ph` in (0: one flat loop).
+int64_t elementTile(const lower::Phase& ph);
 
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
