@@ -610,10 +610,10 @@ TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
     }
 }
 
-// Column and middle-axis reductions run in column tiles (llvm_emitter.h): every reduction and
-// dtype, unit counts that leave partial tiles, tall columns that lower/split_rows.h splits into
-// sub-columns (their combine phase is tiled too), and a middle axis whose units tile only in
-// groups of 64; each against the reference.
+// Column and middle-axis reductions run in column tiles (llvm_emitter.h), with an elementwise
+// output of the same walk beside them: every reduction and dtype, unit counts that leave partial
+// tiles, tall columns that lower/split_rows.h splits into sub-columns (their combine phase is tiled
+// too), and a middle axis whose units tile only in groups of 64; each against the reference.
 TEST(CpuLowering, ColumnTilesMatchTheReference) {
   struct Case {
     const char* shape;
@@ -630,21 +630,33 @@ TEST(CpuLowering, ColumnTilesMatchTheReference) {
       for (const Case& c : cases) {
         std::string text = fmt::format(
             "graph s(x: {0}{1}, y: {0}{1}) {{\n p = mul(x, y)\n r = {2}(p, axes={3})\n"
-            " q = {2}(x, axes={3})\n return r, q\n}}\n",
+            " q = {2}(x, axes={3})\n e = add(p, y)\n return r, q, e\n}}\n",
             dt, c.shape, op, c.axes);
         ir::Graph g = parseOne(text.c_str());
         Totals t;
         std::string f = checkGraph(g, c.b, 7, fusion::Mode::Stitch, 1, t);
         EXPECT_TRUE(f.empty()) << text << f;
         EXPECT_GT(t.columnTiles, 0) << text;
+        // The elementwise output is stored by a tiled phase's walk.
+        ir::Graph opt = passes::runPasses(g);
+        int tiledWithElems = 0;
+        std::string programs;
+        for (const fusion::Kernel& k :
+             fusion::planGraph(opt, c.b, *fusion::findProfile("host")).kernels) {
+          lower::KernelProgram prog = lower::lowerKernel(opt, k, c.b);
+          programs += lower::printProgram(prog);
+          for (const lower::Phase& ph : prog.phases)
+            tiledWithElems += codegen::columnTile(ph) > 0 && !ph.elems.insts.empty();
+        }
+        EXPECT_GT(tiledWithElems, 0) << text << programs;
       }
     }
 }
 
 // Loop phases whose operands broadcast along inner axes run in element tiles
-// (llvm_emitter.h): a bias over the last axis, a per-channel value over a middle axis, a
-// transpose; extents that tile (3072, 256) and one that does not (100: the flat loop), with
-// partial tiles at the chunks' ends; each against the reference.
+// (llvm_emitter.h): a bias over the last axis, a per-channel value over a middle axis; extents
+// that tile by a power of two (3072, 256) or by themselves (100), one too short to be worth a
+// tile (37: the flat loop), partial tiles at the chunks' ends; each against the reference.
 TEST(CpuLowering, ElementTilesMatchTheReference) {
   struct Case {
     const char* text;
@@ -659,6 +671,10 @@ TEST(CpuLowering, ElementTilesMatchTheReference) {
       {"graph g(h: {0}[R, C], bias: {0}[C], r: {0}[R, C]) {{\n a = add(h, bias)\n"
        " e = tanh(a)\n y = mul(e, r)\n return y\n}}\n",
        {{"R", 300}, {"C", 100}},
+       true},
+      {"graph g(h: {0}[R, C], bias: {0}[C], r: {0}[R, C]) {{\n a = add(h, bias)\n"
+       " y = mul(a, r)\n return y\n}}\n",
+       {{"R", 300}, {"C", 37}},
        false},
       {"graph g(x: {0}[N, C, S], s: {0}[C, 1]) {{\n y = mul(x, s)\n z = exp(y)\n return z\n}}\n",
        {{"N", 5}, {"C", 24}, {"S", 256}},

@@ -183,7 +183,7 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
     return true;
   };
   const std::vector<const lower::Block*> blocks =
-      ph.reduce ? std::vector<const lower::Block*>{&ph.pre, &ph.stages[0].body, &ph.post}
+      ph.reduce ? std::vector<const lower::Block*>{&ph.pre, &ph.stages[0].body, &ph.post, &ph.elems}
                 : std::vector<const lower::Block*>{&ph.elems};
   for (const lower::Block* b : blocks)
     for (int id : b->insts)
@@ -191,21 +191,71 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
   return f;
 }
 
-// The tile forms of a phase worth tiling (see above): a reduce phase of one stage whose units
-// each run one loop over the row (no per-element block, no worker dealing), with a load that
-// walks the row strided and moves one element per unit, over tiles of kColumnTile units or a
-// smaller power of two, at least 16.
+// Whether a reduce phase's per-element block reads nothing of its reductions: values of its own,
+// of the pre block, and index arithmetic of the post block (a row's base offset the lowering
+// placed there). Then a column tile runs it in the same walk as the stage, each element stored
+// where it is read (bias+GELU backward's dh beside dbias), not in a second walk. Returns the
+// post block's index instructions the elems block needs, in order (emitted before it), or
+// nullopt.
+std::optional<lower::Block> elemsDependencies(const lower::Phase& ph) {
+  std::vector<bool> own(ph.insts.size(), false), post(ph.insts.size(), false);
+  for (const lower::Block* b : {&ph.pre, &ph.elems})
+    for (int id : b->insts) own[static_cast<size_t>(id)] = true;
+  for (int id : ph.post.insts) post[static_cast<size_t>(id)] = true;
+  std::vector<bool> needed(ph.insts.size(), false);
+  std::function<bool(int)> need = [&](int a) {
+    if (a < 0 || own[static_cast<size_t>(a)] || needed[static_cast<size_t>(a)]) return true;
+    const Inst& in = ph.insts[static_cast<size_t>(a)];
+    if (!post[static_cast<size_t>(a)] || !(isIndexKind(in.kind) || in.kind == InstKind::Const))
+      return false;
+    needed[static_cast<size_t>(a)] = true;
+    for (int b : in.args)
+      if (!need(b)) return false;
+    return true;
+  };
+  for (int id : ph.elems.insts) {
+    const Inst& in = ph.insts[static_cast<size_t>(id)];
+    if (in.kind == InstKind::AccRead) return std::nullopt;
+    for (int a : in.args)
+      if (!need(a)) return std::nullopt;
+  }
+  lower::Block deps;
+  for (int id : ph.post.insts)
+    if (needed[static_cast<size_t>(id)]) deps.insts.push_back(id);
+  return deps;
+}
+
+// Tile sizes to try, largest first, in [least, most]: powers of two, and the largest divisor of
+// each division's constant that fits (a [*, 300] column tiles by 300, not by a power of two:
+// u / 300 and u % 300 cross no multiple of 300 inside an aligned tile of 300).
+std::vector<int64_t> tileSizes(const lower::Phase& ph, int64_t least, int64_t most) {
+  std::vector<int64_t> sizes;
+  for (int64_t t = most; t >= least; t /= 2) sizes.push_back(t);
+  for (const Inst& in : ph.insts) {
+    if ((in.kind != InstKind::IDivC && in.kind != InstKind::IRemC) || in.ivalue < least) continue;
+    for (int64_t d = 1; in.ivalue / d >= least; ++d)
+      if (in.ivalue % d == 0 && in.ivalue / d <= most) {
+        sizes.push_back(in.ivalue / d);
+        break;
+      }
+  }
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
 std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, int64_t& tile) {
-  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || !ph.elems.insts.empty() ||
+  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || !elemsDependencies(ph) ||
       ph.units < 2)
     return std::nullopt;
   for (int id : ph.pre.insts)
     if (ph.insts[static_cast<size_t>(id)].kind == InstKind::Store) return std::nullopt;
   int64_t perUnit = 0;  // accumulator bytes per unit (at most 8 a value), wide totals included
   for (const lower::Accumulator& a : ph.accs) perUnit += isWide(a) ? 16 : 8;
-  tile = kColumnTile;
-  while (tile > 16 && tile * std::max<int64_t>(perUnit, 1) > kTileAccBytes) tile /= 2;
-  for (; tile >= 16; tile /= 2) {
+  int64_t most = kColumnTile;
+  while (most > 16 && most * std::max<int64_t>(perUnit, 1) > kTileAccBytes) most /= 2;
+  for (int64_t t : tileSizes(ph, 16, most)) {
+    tile = t;
     std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::UnitIndex);
     if (!f) continue;
     for (int id : ph.stages[0].body.insts) {
@@ -229,7 +279,7 @@ std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, in
 // libm call per element. The same proof as for column tiles, with the element index varying:
 // tiles of T elements aligned to T (T dividing the broadcast extents), in which every index is
 // B + slope * j, contiguous where the slope is 1. Only phases with such divisions are tiled;
-// tiles of kElementTile elements or a power of two down to 64.
+// tiles of at most kElementTile elements and at least 64 (tileSizes).
 constexpr int64_t kElementTile = 4096;
 
 std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, int64_t& tile) {
@@ -240,9 +290,11 @@ std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, i
     divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
   }
   if (!divides) return std::nullopt;
-  for (tile = kElementTile; tile >= 64; tile /= 2)
+  for (int64_t t : tileSizes(ph, 64, kElementTile)) {
+    tile = t;
     if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
       return f;
+  }
   return std::nullopt;
 }
 
@@ -417,6 +469,7 @@ class PhaseEmitter {
   // values at unit t + j.
   std::vector<IndexForm> forms_;
   int64_t tile_ = 0;
+  lower::Block elemsDeps_;  // column tiles: the post block's index math the elems block reads
   std::vector<llvm::AllocaInst*> accTiles_;
   std::vector<llvm::AllocaInst*> wideTiles_;
   llvm::Value* tileJ_ = nullptr;
@@ -833,6 +886,8 @@ void PhaseEmitter::emitColumnTiles(llvm::Value* begin, llvm::Value* end) {
           perUnit([&] {
             emitBlock(ph_.pre);
             emitBlock(st.body);
+            emitBlock(elemsDeps_);  // elems reads nothing of the stage (elemsDependencies)
+            emitBlock(ph_.elems);
           });
         },
         [&] { perUnit([&] { flushWide(st); }); });
@@ -877,6 +932,7 @@ void PhaseEmitter::emit(const std::string& name) {
       ph_.reduce ? columnTileForms(ph_, tile_) : elementTileForms(ph_, tile_);
   if (forms) {
     forms_ = std::move(*forms);
+    if (ph_.reduce) elemsDeps_ = *elemsDependencies(ph_);
     valsJ_.assign(ph_.insts.size(), nullptr);
     for (const lower::Accumulator& a : ph_.accs) {
       accTiles_.push_back(B_.CreateAlloca(accType(a), i64(tile_)));
