@@ -58,6 +58,20 @@ struct DeviceProfile {
   bool operator==(const DeviceProfile&) const = default;
 };
 
+// What the cpu backend measured and read of its machine (runtime/cpu/host_profile.h), for the
+// planner's host profile (driver::profileFor). Zero means unknown: the built-in host figure stands
+// (always so for `stitch plan --target host`, which plans for the built-in profile).
+struct HostProfile {
+  std::string model;    // "AMD EPYC 9R14 96-Core Processor" (/proc/cpuinfo), else LLVM's CPU name
+  int threads = 0;      // the threads CPU kernels run on, callers included (STITCH_NUM_THREADS)
+  int simdWidth = 0;    // f32 lanes of the widest vector unit the CPU features offer
+  int64_t l1Bytes = 0;  // one core's L1 data cache
+  int64_t l2Bytes = 0;  // one core's L2
+  int64_t l3Bytes = 0;  // the last-level cache one core sees (shared)
+  double memoryBandwidth = 0;  // bytes/s (read + written) a copy over `threads` threads reaches
+  bool operator==(const HostProfile&) const = default;
+};
+
 struct Target {
   BackendKind kind = BackendKind::Cpu;
   std::string arch = "host";  // "host", "sm_90", "gfx90a"
@@ -67,6 +81,8 @@ struct Target {
   // Cpu: the JIT's machine and options.
   HostTarget host;
   HostCompileOptions hostOptions;
+  // Cpu: the machine's figures for the planner (all zero when unknown).
+  HostProfile hostProfile;
   // Cuda, Hip: the run-time compiler (name empty when there is none: source only).
   GpuCompilerId compiler;
   // Cuda, Hip: the device's own figures (all zero without a device).

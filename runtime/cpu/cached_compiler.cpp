@@ -8,7 +8,9 @@
 #include <algorithm>
 
 #include "runtime/cpu/cpu_compiler.h"
+#include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/orc_jit.h"
+#include "runtime/cpu/thread_pool.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -60,6 +62,9 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   target_.arch = "host";
   target_.host = hostTargetOf(*jit_);
   target_.hostOptions = hostOptionsOf(*jit_);
+  // The planner prices this very machine (driver::profileFor): the threads kernels run on, and
+  // the bandwidth they reach, measured once per machine (host_profile.h).
+  target_.hostProfile = probeHostProfile(sharedPool().threads(), target_.host);
   cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk));
 }
 

@@ -167,6 +167,32 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
           "{} ({}, {} SMs{})", d.name, target.arch, g.smCount,
           d.memoryBandwidth > 0 ? fmt::format(", {:.0f} GB/s measured", d.memoryBandwidth / 1e9)
                                 : std::string());
+  } else {
+    // The cpu backend's machine (runtime/cpu/host_profile.h) over the built-in nominal one; a
+    // field it left 0 keeps the built-in figure. Arithmetic scales with cores and SIMD lanes
+    // (the per-lane clock stays the built-in's).
+    const rt::HostProfile& h = target.hostProfile;
+    if (h.threads > 0) {
+      const double scale = static_cast<double>(h.threads) / profile->processors;
+      profile->flops *= scale;
+      profile->expensiveFlops *= scale;
+      profile->processors = h.threads;
+    }
+    if (h.simdWidth > 0) {
+      const double scale = static_cast<double>(h.simdWidth) / profile->warpSize;
+      profile->flops *= scale;
+      profile->expensiveFlops *= scale;
+      profile->warpSize = h.simdWidth;
+    }
+    // "Shared memory" is a core's private L2 (hardware.h).
+    if (h.l2Bytes > 0)
+      profile->sharedMemoryPerProcessor = profile->sharedMemoryPerBlock = h.l2Bytes;
+    if (h.memoryBandwidth > 0) profile->memoryBandwidth = h.memoryBandwidth;
+    if (!h.model.empty())
+      profile->description = fmt::format(
+          "{} ({} threads, {} f32 lanes{})", h.model, profile->processors, profile->warpSize,
+          h.memoryBandwidth > 0 ? fmt::format(", {:.1f} GB/s measured", h.memoryBandwidth / 1e9)
+                                : std::string());
   }
   return *profile;
 }

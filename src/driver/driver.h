@@ -71,10 +71,11 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
 // One kernel program as an artifact for `target`: what build() makes of each kernel.
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& target);
 
-// The hardware profile a target's plans are priced for: the host's, or the GPU's family with the
-// target's own figures laid over it (its multiprocessors and warp width; with a device, the
-// limits it reports and the bandwidth it measured: rt::DeviceProfile, a zero field keeping the
-// family's figure).
+// The hardware profile a target's plans are priced for: the built-in host profile with the cpu
+// backend's own figures laid over it (threads, SIMD width, L2, measured bandwidth:
+// rt::HostProfile), or the GPU's family with the target's own figures laid over it (its
+// multiprocessors and warp width; with a device, the limits it reports and the bandwidth it
+// measured: rt::DeviceProfile). A zero field keeps the built-in figure.
 fusion::HardwareProfile profileFor(const rt::Target& target);
 
 // The target named `name` ("host", or a GPU arch: "sm_90", "sm_80", another sm_XY, "gfx90a")

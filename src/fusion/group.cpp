@@ -530,8 +530,15 @@ void Analyzer::countWork(Kernel& k) {
       }
     }
   }
+  // Bytes of one row of the values live across stages, and what walking them again costs.
+  int64_t liveRowBytes = 0, rereadBytes = 0;
   for (const Reads& r : external)
-    if (r.last > r.first && ctx_.numel[r.value] == domain) ++live;
+    if (r.last > r.first && ctx_.numel[r.value] == domain) {
+      ++live;
+      liveRowBytes = saturatingAdd(liveRowBytes, ctx_.bytes[r.value] / std::max<int64_t>(rows_, 1));
+      rereadBytes =
+          saturatingAdd(rereadBytes, saturatingMul(r.last - r.first, ctx_.bytes[r.value]));
+    }
 
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
@@ -656,6 +663,15 @@ void Analyzer::countWork(Kernel& k) {
       s.sharedMemoryPerBlock += static_cast<int64_t>(reductions) * 32 * 8;
       s.blockSyncs += 2 * reductions;
     }
+  } else if (m.kind == MappingKind::RowReduce && !ctx_.hw.isGpu) {
+    // A host task walks its row once per stage and loads the live values again in each walk
+    // (lower/kernel_program.h). When one row of them fits in the core's L2 (the profile's
+    // "shared memory"), the walks after the first hit the cache, which streams several times
+    // faster than DRAM and is not what bounds the kernel: they cost no memory traffic, so a
+    // softmax reads its row once. A row too long for L2 is evicted before the next walk and is
+    // read from DRAM again, once per later stage that needs it.
+    if (liveRowBytes > ctx_.hw.sharedMemoryPerBlock)
+      s.bytesRead = saturatingAdd(s.bytesRead, rereadBytes);
   }
   // One grid barrier per globally communicated producer, not per edge.
   std::vector<int> globalProducers;

@@ -11,13 +11,12 @@
 //     map onto it with an instruction or two of range reduction around them;
 //   - registers are 32-bit registers counted per thread lane, as the CUDA occupancy calculator
 //     counts them.
-// A backend with a device present may replace these with queried values (later issues).
+// A backend lays its own machine's figures over these (driver::profileFor: a GPU's queried limits
+// and measured bandwidth, runtime/gpu/device_profile.h; the host's, runtime/cpu/host_profile.h).
 #include "fusion/hardware.h"
 
 #include <algorithm>
 #include <array>
-#include <cmath>
-#include <thread>
 
 namespace stitch::fusion {
 namespace {
@@ -114,16 +113,18 @@ HardwareProfile gfx90a() {
   return p;
 }
 
-// The CPU the process runs on. A "block" is one task on one core and a "thread" is one core's
-// vector unit, so maxThreadsPerBlock and maxThreadsPerProcessor are 1 and warpSize is the f32
-// SIMD width. Bandwidth and arithmetic rates are placeholder estimates, to be replaced by a
-// measurement from the CPU backend (its issue). hardware_concurrency() counts SMT siblings as
-// cores, which overstates arithmetic on SMT machines; memory-bound kernels barely notice.
+// A nominal CPU: two cores of a small cloud VM with AVX2, the smallest machine the CPU backend is
+// tested on. Fixed, not read from the machine, so that `stitch plan --target host` and the
+// planner's tests give the same plans everywhere; the cpu backend lays the machine it runs on
+// over it (threads, SIMD width, L2, measured copy bandwidth: runtime/cpu/host_profile.h,
+// driver::profileFor). A "block" is one task on one core and a "thread" is one core's vector
+// unit, so maxThreadsPerBlock and maxThreadsPerProcessor are 1 and warpSize is the f32 SIMD
+// width.
 HardwareProfile host() {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  constexpr int cores = 2;
   HardwareProfile p{};
   p.name = "host";
-  p.description = "host CPU (" + std::to_string(cores) + " hardware threads)";
+  p.description = "host CPU (nominal: 2 cores, AVX2)";
   p.processors = cores;
   p.warpSize = 8;  // AVX2: 8 f32 lanes
   p.maxThreadsPerProcessor = 1;
@@ -133,17 +134,27 @@ HardwareProfile host() {
   // "thread" per task the spill traffic the model charges is negligible anyway.
   p.registersPerProcessor = 16;
   p.maxRegistersPerThread = 16;
-  // "Shared memory" is the core's private L2 (1-2 MiB on current server cores).
+  // "Shared memory" is the core's private L2 (1-2 MiB on current server cores): what a row kept
+  // on chip between a kernel's stages lives in (cost model: a fused row kernel walks its row once
+  // per stage, and the walks after the first hit the cache when the row fits).
   p.sharedMemoryPerProcessor = 1 * kMiB;
   p.sharedMemoryPerBlock = 1 * kMiB;
-  // Placeholder: ~15 GB/s for two cores of a desktop or small cloud VM, growing with the square
-  // root of the core count (memory channels saturate long before cores do).
-  p.memoryBandwidth = 15e9 * std::sqrt(cores / 2.0);
+  // Copy bandwidth of two cores of a small cloud VM or desktop (the cpu backend measures its own).
+  p.memoryBandwidth = 15e9;
   p.memoryLatency = 0.1e-6;  // ~80-100 ns DRAM round trip
   p.launchOverhead = 5e-6;   // waking a thread pool and dispatching one task per core
-  // One 8-wide f32 op per cycle per core at ~3 GHz (FMA ports give two; codegen rarely fills both).
-  p.flops = cores * 3e9 * 8;
-  // Vectorized exp/log/tanh polynomials take ~10-20 instructions per vector.
+  // Two 8-wide f32 ops a cycle per core at ~3 GHz: every x86 core since Haswell and Zen has two
+  // (or more) vector ALU ports that take FMA, add, mul, compare, blend and logic ops, and the
+  // loop vectorizer interleaves independent vectors of a streaming loop (and of its reductions'
+  // accumulators) so both fill. (At one a cycle the fused bf16 row kernels, whose rounding after
+  // every op is several integer ops, priced above twice their DRAM traffic on the measured
+  // machine, and attention softmax and cross-entropy in bf16 planned as two kernels.)
+  p.flops = cores * 3e9 * 8 * 2;
+  // The expensive ops run vectorized at the SIMD width: the transcendentals as SLEEF's u10 vector
+  // functions (src/codegen/llvm), ~12-16 instructions per vector (range reduction, a polynomial
+  // of FMAs, the exponent put back): ~8 cycles a vector at two a cycle, 1/16 of the simple rate;
+  // a vector divide (vdivps) has a throughput of 4-10 cycles on current cores, about the same.
+  // (Scalar libm calls, as before SLEEF, cost ~20-50 cycles per element instead.)
   p.expensiveFlops = p.flops / 16;
   p.blockSyncTime = 0;    // a block is one thread: its barriers are no-ops
   p.gridSyncTime = 2e-6;  // a thread-pool barrier across all cores

@@ -3,8 +3,9 @@
 // A profile is a handful of numbers per target: memory bandwidth and latency, launch overhead,
 // parallel resources (SMs/CUs/cores, resident threads and blocks, warp width), on-chip memory,
 // and arithmetic throughput. The built-in profiles are datasheet figures derated to what
-// memory-bound kernels reach in practice (see hardware.cpp for sources); a backend with a device
-// present may read its own (later issues).
+// memory-bound kernels reach in practice (see hardware.cpp for sources); the backends lay their
+// own machine's figures over them (driver::profileFor: runtime/gpu/device_profile.h,
+// runtime/cpu/host_profile.h), while findProfile() stays the fixed built-in figures.
 //
 // The host profile maps the CPU onto the same vocabulary: a processor is a core, a block is one
 // task on one core and a thread is that core's vector unit (so maxThreadsPerBlock is 1 and

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "driver/driver.h"
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/plan_eval.h"
@@ -23,6 +24,7 @@
 
 using namespace stitch;
 using namespace stitch::fusion;
+namespace fs = std::filesystem;
 namespace st = stitch::testing;
 
 namespace {
@@ -245,12 +247,13 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
           minimal += *checkedElementCount(shapes[static_cast<size_t>(v)]) *
                      ir::dtypeBytes(opt.node(v).type.dtype);
       for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
-        // The host prices bf16 rounding after every op as compute that recomputation repeats:
-        // it splits bf16 cross-entropy into 3 kernels (the CPU backend's issue 16).
-        if (std::string_view(target) == "host" && g.name().ends_with("_bf16")) continue;
         Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
-        EXPECT_LE(p.kernels.size(), c.maxKernels) << g.name() << " " << target << "\n"
-                                                  << explainText(opt, p);
+        // bf16 GroupNorm on the host: see LayoutBoundariesAreOneKernelOnEveryTarget.
+        const bool groupNormHost =
+            std::string_view(target) == "host" && g.name() == "group_norm_silu_bf16";
+        EXPECT_LE(p.kernels.size(), c.maxKernels + (groupNormHost ? 1 : 0))
+            << g.name() << " " << target << "\n"
+            << explainText(opt, p);
         EXPECT_LE(static_cast<double>(p.bytes), 1.15 * static_cast<double>(minimal))
             << g.name() << " " << target << ": " << p.bytes << " bytes planned, " << minimal
             << " minimal\n"
@@ -258,6 +261,58 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
       }
     }
   }
+}
+
+// Every benchmark graph of both suites (bench/gpu/graphs, bench/cpu/graphs) at its benchmark
+// size plans on the host into the fewest kernels, moving at most 1.15x its minimal traffic
+// (inputs read once, outputs written once): for the built-in nominal host and for the measured
+// machine of issue 16 (2 threads, AVX-512, 34 GB/s; driver::profileFor lays it over the
+// built-in one). The fused row kernels walk their rows once per stage; the rows fit in L2, so
+// the model prices the later walks as cache traffic (issue 16). Two kernels where one does not
+// pay, each with its reason: adam_clip's clipping needs the global norm before any update
+// (1.14x: the gradients are read twice), and bf16 GroupNorm keeps the conversion of gamma and
+// beta apart (LayoutBoundariesAreOneKernelOnEveryTarget).
+TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
+  const fusion::HardwareProfile builtin = *findProfile("host");
+  rt::Target measured = driver::namedTarget("host");
+  measured.hostProfile.model = "measured (issue 16)";
+  measured.hostProfile.threads = 2;
+  measured.hostProfile.simdWidth = 16;
+  measured.hostProfile.l1Bytes = 32 << 10;
+  measured.hostProfile.l2Bytes = 1 << 20;
+  measured.hostProfile.l3Bytes = 32 << 20;
+  measured.hostProfile.memoryBandwidth = 34e9;
+  const fusion::HardwareProfile machine = driver::profileFor(measured);
+  int graphs = 0;
+  for (const char* dir : {"/bench/gpu/graphs", "/bench/cpu/graphs"}) {
+    for (const auto& entry : fs::directory_iterator(std::string(STITCH_SOURCE_DIR) + dir)) {
+      if (entry.path().extension() != ".stitch") continue;
+      std::ifstream f(entry.path());
+      std::stringstream ss;
+      ss << f.rdbuf();
+      for (const ir::Graph& g : ir::parseModule(ss.str(), entry.path().filename().string())) {
+        ir::Graph opt = passes::runPasses(g);
+        auto shapes = ir::concreteShapes(opt, {});
+        int64_t minimal = 0;
+        for (std::span<const int> values : {opt.inputs(), opt.outputs()})
+          for (int v : values)
+            minimal += *checkedElementCount(shapes[static_cast<size_t>(v)]) *
+                       ir::dtypeBytes(opt.node(v).type.dtype);
+        const bool two = g.name().starts_with("adam_clip") || g.name() == "group_norm_silu_bf16";
+        for (const fusion::HardwareProfile* hw : {&builtin, &machine}) {
+          SCOPED_TRACE(entry.path().filename().string() + " " + g.name() + " on " +
+                       hw->description);
+          Plan p = planGraph(opt, {}, *hw, PlannerOptions{});
+          EXPECT_LE(p.kernels.size(), two ? 2u : 1u) << explainText(opt, p);
+          EXPECT_LE(static_cast<double>(p.bytes), 1.15 * static_cast<double>(minimal))
+              << p.bytes << " bytes planned, " << minimal << " minimal\n"
+              << explainText(opt, p);
+        }
+        ++graphs;
+      }
+    }
+  }
+  EXPECT_GE(graphs, 30);  // both suites were found
 }
 
 // Layout boundaries do not end a kernel (issue 15): GroupNorm's statistics over a [N, 32, 2048]
