@@ -146,6 +146,7 @@ struct Totals {
   int columnPartials = 0;  // phases carrying column partials (lower/column_partials.h)
   int columnTiles = 0;     // phases the emitter runs in column tiles (llvm_emitter.h)
   int elementTiles = 0;    // loop phases the emitter runs in element tiles
+  int rowTiles = 0;        // reduce phases whose rows it walks in row tiles
   double buildMs = 0;      // the driver: plan, lower, emit
   rt::cpu::CompileStats stats;
 };
@@ -186,6 +187,7 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
       totals.columnPartials += ph.workers > 0;
       totals.columnTiles += codegen::columnTile(ph) > 0;
       totals.elementTiles += codegen::elementTile(ph) > 0;
+      totals.rowTiles += codegen::rowTile(ph) > 0;
     }
   if (!failure.empty()) {
     ++totals.mismatches;
@@ -202,8 +204,8 @@ void report(const char* what, const Totals& t) {
   const auto& s = t.stats;
   std::cout << what << ": " << t.graphs << " graph plans, " << s.kernels << " kernels (" << s.phases
             << " phases, " << t.columnPartials << " with column partials, " << t.columnTiles
-            << " in column tiles, " << t.elementTiles << " in element tiles), " << t.mismatches
-            << " mismatches, " << t.plannerFailures
+            << " in column tiles, " << t.elementTiles << " in element tiles, " << t.rowTiles
+            << " in row tiles), " << t.mismatches << " mismatches, " << t.plannerFailures
             << " plans the driver failed to make; per kernel: plan+lower+emit "
             << t.buildMs / std::max(1, s.kernels) << " ms, parse "
             << s.parseMs / std::max(1, s.kernels) << " ms, jit " << s.jitMs / std::max(1, s.kernels)
@@ -694,6 +696,45 @@ TEST(CpuLowering, ElementTilesMatchTheReference) {
       std::string f = checkGraph(g, c.b, 3, fusion::Mode::Stitch, 1, t);
       EXPECT_TRUE(f.empty()) << text << f;
     }
+}
+
+// Reduce phases whose walks divide the position in the row run them in row tiles
+// (llvm_emitter.h): GroupNorm + SiLU with its per-channel affine transform inside the group's
+// row, in f32 and bf16, against the reference.
+TEST(CpuLowering, RowTilesMatchTheReference) {
+  const char* text = R"(
+graph gn(x: f32[N, 64, 16, 16], gamma: f32[64], beta: f32[64]) {
+  xg   = reshape(x, shape=[N, 8, 2048])
+  mean = reduce_mean(xg, axes=[2], keepdims=true)
+  xc   = sub(xg, mean)
+  sq   = mul(xc, xc)
+  var  = reduce_mean(sq, axes=[2], keepdims=true)
+  ve   = add(var, 1e-5)
+  rstd = rsqrt(ve)
+  xn   = mul(xc, rstd)
+  xr   = reshape(xn, shape=[N, 64, 16, 16])
+  g    = reshape(gamma, shape=[64, 1, 1])
+  bb   = reshape(beta, shape=[64, 1, 1])
+  y0   = mul(xr, g)
+  y1   = add(y0, bb)
+  s    = sigmoid(y1)
+  y    = mul(y1, s)
+  return y
+})";
+  ir::Graph g = parseOne(text);
+  ir::Bindings b{{"N", 3}};
+  ir::Graph opt = passes::runPasses(g);
+  int tiled = 0;
+  std::string programs;
+  for (const fusion::Kernel& k : fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels) {
+    lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
+    programs += lower::printProgram(prog);
+    for (const lower::Phase& ph : prog.phases) tiled += codegen::rowTile(ph) > 0;
+  }
+  EXPECT_GT(tiled, 0) << programs;
+  Totals t;
+  std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
+  EXPECT_TRUE(f.empty()) << f;
 }
 
 // Kernels compiled from several threads at once on one JIT, then run.

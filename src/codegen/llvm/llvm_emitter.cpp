@@ -91,6 +91,10 @@ struct IndexForm {
   int64_t slope = 0;     // index instructions: v(t + j) = B + slope * j
   int64_t divisor = 1;   // a known divisor of B (0: B is 0)
   bool variant = false;  // the value differs between the tile's units
+  // Index math not of that form (a staircase such as (B + j) / 16 in a tile of 256): computed at
+  // each j from its operands' values; only a division of it that re-associates to a proven form
+  // ((y / a) / c = y / (a c) for y >= 0) may use it. No load or store may read an opaque index.
+  bool opaque = false;
 };
 
 bool isIndexKind(InstKind k) {
@@ -113,16 +117,19 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
     const Inst& in = ph.insts[static_cast<size_t>(id)];
     for (int a : in.args)
       if (a >= 0 && !form(a)) return false;
-    // An operand of index arithmetic: its form, or (0, 1) for a value the tile's units share.
+    // An operand of index arithmetic: its form, or (0, 1) for a value the tile's units share;
+    // false for an opaque one.
     auto operand = [&](int a, IndexForm& out) {
       out = f[static_cast<size_t>(a)];
       const InstKind k = ph.insts[static_cast<size_t>(a)].kind;
+      if (out.opaque) return false;
       if (isIndexKind(k) || k == InstKind::Const) return true;
       if (out.variant) return false;  // a per-unit load or op inside index arithmetic
       out = IndexForm{0, 1, false};
       return true;
     };
     IndexForm& r = f[static_cast<size_t>(id)];
+    const IndexForm opaque{0, 1, true, true};
     IndexForm x, y;
     switch (in.kind) {
       case InstKind::Const:
@@ -133,25 +140,41 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
         r = in.kind == varying ? IndexForm{1, T, true} : IndexForm{0, 1, false};
         break;
       case InstKind::IAdd:
-        if (!operand(in.args[0], x) || !operand(in.args[1], y)) return false;
-        if (__builtin_add_overflow(x.slope, y.slope, &r.slope)) return false;
-        r.divisor = std::gcd(x.divisor, y.divisor);
+        r = opaque;
+        if (!operand(in.args[0], x) || !operand(in.args[1], y)) break;
+        if (__builtin_add_overflow(x.slope, y.slope, &r.slope)) {
+          r = opaque;
+          break;
+        }
+        r = {r.slope, std::gcd(x.divisor, y.divisor), false};
         break;
       case InstKind::IMulC: {
-        if (!operand(in.args[0], x)) return false;
-        int64_t m = in.ivalue < 0 ? -in.ivalue : in.ivalue;
-        if (__builtin_mul_overflow(x.slope, in.ivalue, &r.slope)) return false;
+        r = opaque;
+        if (!operand(in.args[0], x)) break;
+        int64_t m = in.ivalue < 0 ? -in.ivalue : in.ivalue, slope = 0, divisor = 0;
+        if (__builtin_mul_overflow(x.slope, in.ivalue, &slope)) break;
         // Any divisor of B * m will do: keep g when g * m overflows.
-        if (__builtin_mul_overflow(x.divisor, m, &r.divisor)) r.divisor = x.divisor;
+        if (__builtin_mul_overflow(x.divisor, m, &divisor)) divisor = x.divisor;
+        r = {slope, divisor, false};
         break;
       }
       case InstKind::IDivC:
       case InstKind::IRemC: {
-        if (!operand(in.args[0], x) || in.ivalue <= 0) return false;
-        const int64_t c = in.ivalue;
+        r = opaque;
+        int64_t c = in.ivalue;
         const bool div = in.kind == InstKind::IDivC;
+        const Inst& arg = ph.insts[static_cast<size_t>(in.args[0])];
+        if (div && f[static_cast<size_t>(in.args[0])].opaque && arg.kind == InstKind::IDivC &&
+            arg.ivalue > 0) {
+          // (y / a) / c = y / (a c): the form of y's quotient by a c.
+          if (__builtin_mul_overflow(arg.ivalue, c, &c) || !operand(arg.args[0], x)) break;
+        } else if (!operand(in.args[0], x)) {
+          break;
+        }
+        if (c <= 0) break;
         if (x.slope == 0) {
           r.slope = 0;
+          r.opaque = false;
           if (div) r.divisor = x.divisor == 0 ? 0 : (x.divisor % c == 0 ? x.divisor / c : 1);
           else r.divisor = std::gcd(x.divisor, c);
           break;
@@ -160,7 +183,7 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
         // (B, B + s (T - 1)] when s (T - 1) < h: the quotient is B / c and the remainder
         // B % c + s j, with B % c a multiple of h (0 when c divides g).
         const int64_t h = std::gcd(x.divisor, c);
-        if (x.slope < 0 || x.slope > (h - 1) / std::max<int64_t>(T - 1, 1)) return false;
+        if (x.slope < 0 || x.slope > (h - 1) / std::max<int64_t>(T - 1, 1)) break;
         const bool cDividesB = h == c;
         if (div) r = {0, cDividesB ? (x.divisor == 0 ? 0 : x.divisor / c) : 1, false};
         else r = {x.slope, cDividesB ? 0 : h, true};
@@ -178,16 +201,34 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
           if (a >= 0) r.variant = r.variant || f[static_cast<size_t>(a)].variant;
         break;
     }
-    if (isIndexKind(in.kind)) r.variant = r.slope != 0;
+    if (isIndexKind(in.kind)) r.variant = r.slope != 0 || r.opaque;
     state[static_cast<size_t>(id)] = 2;
     return true;
   };
-  const std::vector<const lower::Block*> blocks =
-      ph.reduce ? std::vector<const lower::Block*>{&ph.pre, &ph.stages[0].body, &ph.post, &ph.elems}
-                : std::vector<const lower::Block*>{&ph.elems};
+  // Only what stores and accumulators use needs a form: the lowering leaves index math it did
+  // not use (a coordinate no operand reads), which LLVM deletes.
+  std::vector<bool> live(n, false);
+  std::function<void(int)> use = [&](int id) {
+    if (id < 0 || static_cast<size_t>(id) >= n || live[static_cast<size_t>(id)]) return;
+    live[static_cast<size_t>(id)] = true;
+    for (int a : ph.insts[static_cast<size_t>(id)].args) use(a);
+  };
+  std::vector<const lower::Block*> blocks = {&ph.pre, &ph.post, &ph.elems};
+  for (const lower::Stage& st : ph.stages) blocks.push_back(&st.body);
   for (const lower::Block* b : blocks)
-    for (int id : b->insts)
+    for (int id : b->insts) {
+      InstKind k = ph.insts[static_cast<size_t>(id)].kind;
+      if (k == InstKind::Store || k == InstKind::Accumulate) use(id);
+    }
+  for (const lower::Block* b : blocks)
+    for (int id : b->insts) {
+      if (!live[static_cast<size_t>(id)]) continue;
       if (!form(id)) return std::nullopt;
+      const Inst& in = ph.insts[static_cast<size_t>(id)];
+      if ((in.kind == InstKind::Load || in.kind == InstKind::Store) &&
+          f[static_cast<size_t>(in.args[0])].opaque)
+        return std::nullopt;  // a gather in every tile: nothing to gain
+    }
   return f;
 }
 
@@ -292,6 +333,37 @@ std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, i
   if (!divides) return std::nullopt;
   for (int64_t t : tileSizes(ph, 64, kElementTile)) {
     tile = t;
+    if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
+      return f;
+  }
+  return std::nullopt;
+}
+
+// Row tiles: the same for a reduce phase's walks over its rows (the stages and the per-element
+// block), whose index math divides the position in the row (GroupNorm's channel, k / 256 in a
+// row of 2048, reads gamma and beta per element): tiles of T positions, T dividing the walk's
+// blocks (walkRow) so that no tile straddles two.
+std::optional<std::vector<IndexForm>> rowTileForms(const lower::Phase& ph, int64_t& tile) {
+  if (!ph.reduce || ph.rowLength < 2) return std::nullopt;
+  bool divides = false;
+  std::vector<const lower::Block*> walks = {&ph.elems};
+  for (const lower::Stage& st : ph.stages) walks.push_back(&st.body);
+  for (const lower::Block* b : walks)
+    for (int id : b->insts) {
+      const Inst& in = ph.insts[static_cast<size_t>(id)];
+      divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
+    }
+  if (!divides) return std::nullopt;
+  for (int64_t t : tileSizes(ph, 64, kContiguousBlock)) {
+    tile = t;
+    bool fits = true;
+    for (const lower::Stage& st : ph.stages) {
+      bool wide = false;
+      for (int a : st.accs) wide = wide || isWide(ph.accs[static_cast<size_t>(a)]);
+      const int64_t block = contiguousWalk(ph, st) ? kContiguousBlock : kStridedBlock;
+      fits = fits && (!wide || ph.rowLength <= block || block % t == 0);
+    }
+    if (!fits) continue;
     if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
       return f;
   }
@@ -442,18 +514,29 @@ class PhaseEmitter {
   // The running value of accumulator a (wide ones: the block's) and a wide one's f64 total: in a
   // column tile, the current unit's element of the tile's arrays.
   llvm::Value* accSlot(int a) {
-    if (!tileJ_) return accSlots_[static_cast<size_t>(a)];
+    if (!tileJ_ || rowTiles_) return accSlots_[static_cast<size_t>(a)];
     return B_.CreateGEP(accType(ph_.accs[static_cast<size_t>(a)]),
                         accTiles_[static_cast<size_t>(a)], tileJ_);
   }
   llvm::Value* wideSlot(int a) {
-    if (!tileJ_) return wideSlots_[static_cast<size_t>(a)];
+    if (!tileJ_ || rowTiles_) return wideSlots_[static_cast<size_t>(a)];
     return B_.CreateGEP(B_.getDoubleTy(), wideTiles_[static_cast<size_t>(a)], tileJ_);
   }
   void initAccs(const lower::Stage& st);
   void flushWide(const lower::Stage& st);
   void finishAccs(const lower::Stage& st);
   void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body);
+  // A walk over row positions [lo, hi): a plain loop, or row tiles (body(t) with tileJ_ = j).
+  void rowLoop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body) {
+    if (!rowTiles_) return loop(lo, hi, body);
+    tiles(lo, hi, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
+      loop(jlo, jhi, [&](llvm::Value* j) {
+        tileJ_ = j;
+        body(t);
+        tileJ_ = nullptr;
+      });
+    });
+  }
 
   llvm::LLVMContext& C_;
   llvm::Module& M_;
@@ -470,6 +553,7 @@ class PhaseEmitter {
   std::vector<IndexForm> forms_;
   int64_t tile_ = 0;
   lower::Block elemsDeps_;  // column tiles: the post block's index math the elems block reads
+  bool rowTiles_ = false;   // forms_ are row tiles': tileJ_ is a position in the row
   std::vector<llvm::AllocaInst*> accTiles_;
   std::vector<llvm::AllocaInst*> wideTiles_;
   llvm::Value* tileJ_ = nullptr;
@@ -744,7 +828,19 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::Op: v = op(in); break;
     }
     vals_[static_cast<size_t>(id)] = v;
-    if (tileJ_ && isIndexKind(in.kind)) {
+    if (tileJ_ && isIndexKind(in.kind) && forms_[static_cast<size_t>(id)].opaque) {
+      // Opaque index math: at this j, from its operands' values at j.
+      llvm::Value* a = val(in.args[0]);
+      llvm::Value* vj = nullptr;
+      switch (in.kind) {
+        case InstKind::IAdd: vj = B_.CreateAdd(a, val(in.args[1]), "", false, true); break;
+        case InstKind::IMulC: vj = B_.CreateMul(a, i64(in.ivalue), "", false, true); break;
+        case InstKind::IDivC: vj = B_.CreateUDiv(a, i64(in.ivalue)); break;
+        case InstKind::IRemC: vj = B_.CreateURem(a, i64(in.ivalue)); break;
+        default: break;  // UnitIndex and LoopIndex are never opaque
+      }
+      valsJ_[static_cast<size_t>(id)] = vj;
+    } else if (tileJ_ && isIndexKind(in.kind)) {
       const int64_t slope = forms_[static_cast<size_t>(id)].slope;
       valsJ_[static_cast<size_t>(id)] =
           slope == 0
@@ -824,15 +920,14 @@ void PhaseEmitter::walkRow(const lower::Stage& st, const std::function<void(llvm
   const int64_t n = ph_.rowLength;
   const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
   if (!wide || n <= kBlock) {
-    loop(i64(0), i64(n), step);
+    rowLoop(i64(0), i64(n), step);
   } else {
     loop(i64(0), i64(n / kBlock), [&](llvm::Value* blk) {
       llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
-      loop(i64(0), i64(kBlock),
-           [&](llvm::Value* j) { step(B_.CreateAdd(base, j, "", true, true)); });
+      rowLoop(base, B_.CreateAdd(base, i64(kBlock), "", true, true), step);
       flush();
     });
-    if (n % kBlock != 0) loop(i64(n / kBlock * kBlock), i64(n), step);
+    if (n % kBlock != 0) rowLoop(i64(n / kBlock * kBlock), i64(n), step);
   }
   flush();
 }
@@ -930,6 +1025,12 @@ void PhaseEmitter::emit(const std::string& name) {
   }
   std::optional<std::vector<IndexForm>> forms =
       ph_.reduce ? columnTileForms(ph_, tile_) : elementTileForms(ph_, tile_);
+  if (!forms && ph_.reduce && (forms = rowTileForms(ph_, tile_))) {
+    rowTiles_ = true;
+    forms_ = std::move(*forms);
+    valsJ_.assign(ph_.insts.size(), nullptr);
+    forms.reset();
+  }
   if (forms) {
     forms_ = std::move(*forms);
     if (ph_.reduce) elemsDeps_ = *elemsDependencies(ph_);
@@ -965,12 +1066,12 @@ void PhaseEmitter::emit(const std::string& name) {
       for (const lower::Stage& st : ph_.stages) emitStage(st);
       emitBlock(ph_.post);
       if (!ph_.elems.insts.empty())
-        loop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
+        rowLoop(i64(0), i64(ph_.rowLength), [&](llvm::Value* k) {
           loopIndex_ = k;
           emitBlock(ph_.elems);
         });
     };
-    if (!forms_.empty()) {
+    if (!forms_.empty() && !rowTiles_) {
       emitColumnTiles(begin, end);
     } else if (ph_.workers == 0) {
       loop(begin, end, row);
@@ -1017,6 +1118,12 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
 int64_t columnTile(const lower::Phase& ph) {
   int64_t tile = 0;
   return columnTileForms(ph, tile) ? tile : 0;
+}
+
+int64_t rowTile(const lower::Phase& ph) {
+  int64_t tile = 0;
+  if (columnTile(ph) > 0) return 0;
+  return rowTileForms(ph, tile) ? tile : 0;
 }
 
 int64_t elementTile(const lower::Phase& ph) {

@@ -26,7 +26,8 @@
 // vectorized, each unit with its own accumulators (columnTile; the proof that the tile's index
 // arithmetic is affine is in the .cpp). Loop phases whose operands broadcast along inner axes
 // (a bias read at i % C) run in element tiles the same way (elementTile), so that their indices
-// are affine in the inner loop and LLVM's vectorizer can check them for overlap.
+// are affine in the inner loop and LLVM's vectorizer can check them for overlap; so do the walks
+// over a row whose index divides the position in the row (rowTile: GroupNorm's channel).
 #pragma once
 
 #include <memory>
@@ -51,6 +52,8 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
 int64_t columnTile(const lower::Phase& ph);
 // The elements per element tile emitProgram runs loop phase `ph` in (0: one flat loop).
 int64_t elementTile(const lower::Phase& ph);
+// The row positions per row tile emitProgram walks reduce phase `ph`'s rows in (0: plain loops).
+int64_t rowTile(const lower::Phase& ph);
 
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
