@@ -15,6 +15,7 @@
 #include <span>
 
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/profile_text.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -35,21 +36,6 @@ void forEachField(P& p, F&& f) {
   f("l2_bytes", p.l2Bytes);
   f("l3_bytes", p.l3Bytes);
   f("memory_bandwidth", p.memoryBandwidth);
-}
-
-std::string text(const std::string& v) { return v; }
-std::string text(int v) { return std::to_string(v); }
-std::string text(int64_t v) { return std::to_string(v); }
-std::string text(double v) { return fmt::format("{:.17g}", v); }
-
-bool read(std::string_view s, std::string& out) {
-  out = std::string(s);
-  return true;
-}
-template <class N>
-bool read(std::string_view s, N& out) {
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && out >= 0 && !std::isnan(double(out));
 }
 
 std::string firstLine(const std::string& path) {
@@ -127,43 +113,12 @@ bool hasFeature(std::string_view features, std::string_view name) {
 }  // namespace
 
 std::string serializeHostProfile(const HostProfile& p) {
-  std::string out = std::string(kHeader) + "\n";
-  forEachField(p, [&](std::string_view key, const auto& value) {
-    out += fmt::format("{}={}\n", key, text(value));
-  });
-  return out;
+  return profile_text::write(kHeader, p, [](const auto& q, auto&& f) { forEachField(q, f); });
 }
 
 std::optional<HostProfile> parseHostProfile(std::string_view in) {
-  std::map<std::string, std::string, std::less<>> values;
-  size_t begin = 0;
-  bool first = true;
-  while (begin < in.size()) {
-    size_t end = in.find('\n', begin);
-    if (end == std::string_view::npos) return std::nullopt;  // every line ends with a newline
-    std::string_view line = in.substr(begin, end - begin);
-    begin = end + 1;
-    if (first) {
-      if (line != kHeader) return std::nullopt;
-      first = false;
-      continue;
-    }
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos) return std::nullopt;
-    if (!values.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1))).second)
-      return std::nullopt;
-  }
-  if (first) return std::nullopt;
-  HostProfile p;
-  bool ok = true;
-  size_t used = 0;
-  forEachField(p, [&](std::string_view key, auto& value) {
-    auto it = values.find(key);
-    ok = ok && it != values.end() && read(it->second, value);
-    used += it != values.end();
-  });
-  if (!ok || used != values.size()) return std::nullopt;
-  return p;
+  return profile_text::parse<HostProfile>(kHeader, in,
+                                          [](auto& q, auto&& f) { forEachField(q, f); });
 }
 
 CacheKey hostProfileKey(const HostProfile& queried, const HostTarget& host) {
