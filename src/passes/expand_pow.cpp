@@ -57,7 +57,8 @@ int integerPower(Rewriter& rw, int x, int64_t n, const std::string& name) {
 std::optional<int> expand(Rewriter& rw, int id, double e) {
   const ir::Node& n = rw.src().node(id);
   int x = rw.mapped(n.operands[0]);
-  const ir::TensorType& xt = rw.node(x).type;
+  // A copy: rw.add grows the graph under construction, which would leave a reference dangling.
+  const ir::TensorType xt = rw.node(x).type;
   if (!(xt.shape == n.type.shape)) return std::nullopt;  // the exponent broadcasts x
   if (e == 1) return x;
   if (e == 0) {
