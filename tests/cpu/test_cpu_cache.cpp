@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/example_graphs.h"
+#include "common/temp_dir.h"
 #include "driver/driver.h"
 #include "driver/keys.h"
 #include "fusion/hardware.h"
@@ -45,25 +46,7 @@ using rt::cpu::HostCompiler;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "stitch-cpu-cache-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using stitch::testing::TempDir;
 
 std::unique_ptr<HostCompiler> compilerOver(const std::filesystem::path& dir) {
   return std::make_unique<HostCompiler>(/*memoryCapacity=*/4096,

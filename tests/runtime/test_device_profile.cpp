@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/temp_dir.h"
 #include "driver/driver.h"
 #include "fusion/hardware.h"
 #include "ir/parser.h"
@@ -22,23 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stitch-profile-test-XXXXXX").string();
-    char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using stitch::testing::TempDir;
 
 DeviceProfile h100() {
   DeviceProfile p;

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
 
@@ -33,26 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stitch-cache-test-XXXXXX").string();
-    char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using stitch::testing::TempDir;
 
 // Sets (or unsets, with nullptr) an environment variable for the scope of a test.
 class EnvGuard {
