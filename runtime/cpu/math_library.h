@@ -17,9 +17,11 @@
 //
 // The contract between the LLVM emitter (src/codegen/llvm, which includes this header) and the
 // JIT: the emitter calls the libm function of every transcendental but sqrt (exp log log1p tanh
-// erf sin cos pow; sigmoid through exp), marked pure; the JIT (vector_math.h) binds those names
-// and SLEEF's vector functions to their addresses and tells the loop vectorizer the vector
-// version of each libm function at each width the host has.
+// erf sin cos pow; sigmoid through exp), marked pure, except f32 exp and erf, which it emits as
+// inline polynomial code (src/codegen/llvm/inline_math.h: as calls they cost more than the
+// memory traffic of softmax and exact GELU; the functions stay bound for f64); the JIT
+// (vector_math.h) binds those names and SLEEF's vector functions to their addresses and tells the
+// loop vectorizer the vector version of each libm function at each width the host has.
 //
 // Accuracy: SLEEF's u10 functions are within 1.0 ULP; glibc lists known maximum errors of 1 to 2
 // ULP for these functions on x86-64. DESIGN.md's tolerances (f32 rtol = atol = 1e-4, f64 1e-4,

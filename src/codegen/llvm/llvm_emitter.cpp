@@ -18,6 +18,7 @@
 #include <numeric>
 #include <optional>
 
+#include "codegen/llvm/inline_math.h"
 #include "runtime/cpu/math_library.h"
 #include "support/error.h"
 #include "support/philox.h"
@@ -432,6 +433,10 @@ class PhaseEmitter {
     call->setDoesNotAccessMemory();
     return call;
   }
+  // e^a: inline for f32 (codegen/llvm/inline_math.h), libm's exp for f64.
+  llvm::Value* exp(llvm::Value* a) {
+    return a->getType()->isFloatTy() ? emitExpF32(B_, a) : math("exp", {a});
+  }
   // Rounds an f32 compute value to f16/bf16 (nearest even) and back; identity for other types.
   llvm::Value* round(llvm::Value* v, DType t) {
     if (t == DType::F16)
@@ -649,17 +654,17 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Relu:
       if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
       return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
-    case OpCode::Exp: return r(math("exp", {a}));
+    case OpCode::Exp: return r(exp(a));
     case OpCode::Log: return r(math("log", {a}));
     case OpCode::Log1p: return r(math("log1p", {a}));
     case OpCode::Tanh: return r(math("tanh", {a}));
-    case OpCode::Erf: return r(math("erf", {a}));
+    case OpCode::Erf: return r(ty->isFloatTy() ? emitErfF32(B_, a) : math("erf", {a}));
     case OpCode::Sin: return r(math("sin", {a}));
     case OpCode::Cos: return r(math("cos", {a}));
     case OpCode::Sqrt: return r(intrinsic(llvm::Intrinsic::sqrt, {a}));
     case OpCode::Rsqrt: return r(B_.CreateFDiv(one(), intrinsic(llvm::Intrinsic::sqrt, {a})));
     case OpCode::Sigmoid:
-      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), math("exp", {B_.CreateFNeg(a)}))));
+      return r(B_.CreateFDiv(one(), B_.CreateFAdd(one(), exp(B_.CreateFNeg(a)))));
     case OpCode::Reciprocal: return r(B_.CreateFDiv(one(), a));
     case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor, {a});
     case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil, {a});

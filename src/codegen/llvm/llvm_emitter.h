@@ -11,7 +11,8 @@
 // Transcendentals (exp log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are
 // calls to libm (expf, exp for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP
 // vector functions at the host's widths, so the loop vectorizer widens them like any other op
-// (the choice and the accuracy in runtime/cpu/math_library.h); sqrt and rsqrt (1 / sqrt) are
+// (the choice and the accuracy in runtime/cpu/math_library.h), but f32 exp and erf, which are
+// inline polynomials (inline_math.h); sqrt and rsqrt (1 / sqrt) are
 // llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
 // accumulate in the compute type (f32 for f16/bf16/f32); float sums are marked reassociable so the
 // vectorizer keeps partial sums, and are blocked: each block (4096 elements of a contiguous row,
