@@ -555,6 +555,43 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       for (size_t i = 0; i < d.size(); ++i) c[i] = ph_.reduced[i] ? red[b++] : kept[a++];
       return makeIndex(std::move(c), d);
     };
+    // The domain position of row position k (the loop index). Its flat index takes each run of
+    // adjacent reduced axes as one axis: the run's coordinate (k / inner) % size times the
+    // stride of its last axis equals the sum of its axes' coordinates times their strides, but
+    // without splitting k per axis. A batch norm's [N, C, H, W] row walks H and W as k % (H W),
+    // which the host emitter's tile proof sees is affine in k, where (k / W) % H * W + k % W
+    // is a staircase to it. The per-axis coordinates stay known for broadcast operands. Only a
+    // row of several runs (a middle reduction) is rewritten: a single run's flat index is left
+    // as flatOf builds it, which the GPU emitter's unrolled row walks were tuned on (one random
+    // graph spilled on sm_80 with the merged form's vector loads beside per-element divisions).
+    size_t runs = 0;
+    for (size_t i = 0; i < d.size(); ++i)
+      runs += ph_.reduced[i] && d[i] != 1 && (i == 0 || !ph_.reduced[i - 1] || d[i - 1] == 1);
+    auto walkPosition = [&](Index& k) {
+      Index pos = positionAt(coordsOf(k, redDims));
+      if (runs < 2) return pos;
+      int flat = constI(0);
+      for (size_t i = 0; i < d.size(); ++i)
+        if (!ph_.reduced[i] && d[i] != 1) flat = iadd(flat, imulc(pos.coords[i], st[i]));
+      int64_t inner = 1;  // product of the reduced axes after the run
+      for (size_t end = d.size(); end-- > 0;) {
+        if (!ph_.reduced[end]) continue;
+        size_t first = end;
+        while (first > 0 && ph_.reduced[first - 1]) --first;
+        int64_t size = 1;
+        for (size_t i = first; i <= end; ++i) size *= d[i];
+        if (size != 1) {
+          int run = inner == 1 ? k.flat : idivc(k.flat, inner);
+          if (inner * size != ph_.rowLength) run = iremc(run, size);  // else k / inner < size
+          flat = iadd(flat, imulc(run, st[end]));
+        }
+        inner *= size;
+        end = first;
+        if (end == 0) break;
+      }
+      pos.flat = flat;
+      return pos;
+    };
     // Row reductions reachable from the stores, with their stage (reduction depth).
     std::map<int, int> depth;
     std::vector<int> rowReds;
@@ -588,7 +625,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       Stage& stage = ph_.stages[static_cast<size_t>(s)];
       push(&stage.body);
       Index k{kindOnly(InstKind::LoopIndex), {}, false};
-      Index pos = positionAt(coordsOf(k, redDims));
+      Index pos = walkPosition(k);
       for (size_t a = 0; a < ph_.accs.size(); ++a) {
         if (ph_.accs[a].stage != s) continue;
         stage.accs.push_back(static_cast<int>(a));
@@ -619,7 +656,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     if (!elemStores.empty() || !columns_.empty()) {
       push(&ph_.elems);
       Index k{kindOnly(InstKind::LoopIndex), {}, false};
-      Index pos = positionAt(coordsOf(k, redDims));
+      Index pos = walkPosition(k);
       for (auto [node, param] : elemStores) {
         bool perElem;
         Index idx = fromDomain(node, pos, &perElem);

@@ -21,8 +21,9 @@
 //   to later stages and to the per-row block `post`; a final loop `elems` stores the
 //   per-element outputs. Elementwise values needed again after a reduction are recomputed from
 //   global memory (a row sits in L1/L2 on the host: the honest CPU choice; a GPU emitter may
-//   stage them in shared memory instead). Partial values (broadcast operands computed in the
-//   kernel) are recomputed per use.
+//   stage them in shared memory instead), except costly ones (a transcendental: softmax's exp),
+//   which the host emitter keeps in a row array (lower/row_cache.h). Partial values (broadcast
+//   operands computed in the kernel) are recomputed per use.
 // - A second-level ("global") reduction needs a grid barrier. It is lowered as phase
 //   boundaries: phase A stores its operand (a row value) per row into an arena scratch buffer,
 //   phase B (one unit) reduces the scratch, and the later phases read the result from scratch.

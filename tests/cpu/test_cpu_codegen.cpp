@@ -43,6 +43,7 @@
 #include "ir/printer.h"
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
+#include "lower/row_cache.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu/cached_compiler.h"
 #include "runtime/cpu/cpu_compiler.h"
@@ -735,6 +736,79 @@ graph gn(x: f32[N, 64, 16, 16], gamma: f32[64], beta: f32[64]) {
   Totals t;
   std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
   EXPECT_TRUE(f.empty()) << f;
+}
+
+// Row caches (lower/row_cache.h): softmax's exp is computed in the walk that sums it and kept
+// for the output walk; of a chain of costly values only the outermost the later walk needs is
+// kept. Both run against the reference (a row tile with a cache too: the channel's scale is
+// read at k / 256).
+TEST(CpuLowering, RowCachesKeepCostlyValuesForLaterWalks) {
+  struct Case {
+    const char* text;
+    ir::OpCode kept;  // the op of the one cached value
+    bool rowTiled = false;
+  };
+  const Case cases[] = {
+      {R"(
+graph sm(x: f32[N, 1000]) {
+  y = softmax(x, axis=-1)
+  return y
+})",
+       ir::OpCode::Exp},
+      {R"(
+graph chain(x: f32[N, 300]) {
+  m = reduce_max(x, axes=[1], keepdims=true)
+  d = sub(x, m)
+  e = exp(d)
+  l = log1p(e)
+  s = reduce_sum(l, axes=[1], keepdims=true)
+  y = div(l, s)
+  return y
+})",
+       ir::OpCode::Log1p},
+      {R"(
+graph tiled(x: f32[N, 2048], scale: f32[8]) {
+  xs = reshape(x, shape=[N, 8, 256])
+  sc = reshape(scale, shape=[8, 1])
+  z  = mul(xs, sc)
+  zf = reshape(z, shape=[N, 2048])
+  y  = softmax(zf, axis=-1)
+  return y
+})",
+       ir::OpCode::Exp, true},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = parseOne(c.text);
+    ir::Bindings b{{"N", 5}};
+    ir::Graph opt = passes::runPasses(g);
+    int slots = 0;
+    std::string programs;
+    for (const fusion::Kernel& k :
+         fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels) {
+      lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
+      programs += lower::printProgram(prog);
+      for (const lower::Phase& ph : prog.phases) {
+        lower::RowCache rc = lower::rowCache(ph, 1 << 20);
+        for (const lower::RowCache::Slot& slot : rc.slots) {
+          ++slots;
+          EXPECT_EQ(ph.insts[static_cast<size_t>(slot.producer)].op, c.kept) << programs;
+        }
+        int loads = 0;
+        for (int l : rc.loadSlot) loads += l >= 0;
+        EXPECT_EQ(loads, static_cast<int>(rc.slots.size())) << programs;
+        EXPECT_TRUE(lower::rowCache(ph, 4).slots.empty()) << "a row of 300 f32 is over 4 bytes";
+        if (c.rowTiled && ph.reduce) {
+          EXPECT_GT(codegen::rowTile(ph), 0) << programs;
+        }
+      }
+    }
+    EXPECT_EQ(slots, 1) << programs;
+    for (int level : {1, 3}) {
+      Totals t;
+      std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, level, t);
+      EXPECT_TRUE(f.empty()) << f;
+    }
+  }
 }
 
 // Kernels compiled from several threads at once on one JIT, then run.

@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "codegen/llvm/inline_math.h"
+#include "lower/row_cache.h"
 #include "runtime/cpu/math_library.h"
 #include "support/error.h"
 #include "support/philox.h"
@@ -39,6 +40,12 @@ namespace {
 // strided walk (a column) adds one element at a time, so its blocks are short.
 constexpr int64_t kContiguousBlock = 4096;
 constexpr int64_t kStridedBlock = 512;
+
+// Row caches (lower/row_cache.h): a value computed in one walk over a row and needed again in a
+// later one (softmax's exp) is stored to a stack array of the row's length and loaded there, up
+// to this many bytes of arrays a phase: cross-entropy's rows of 32000 f32 fit, in L2 as the row
+// itself does.
+constexpr int64_t kRowCacheBytes = 128 * 1024;
 
 // Whether every load of the stage walks memory contiguously (address k + c at loop index k).
 bool contiguousWalk(const lower::Phase& ph, const lower::Stage& st) {
@@ -565,6 +572,15 @@ class PhaseEmitter {
   std::vector<llvm::Value*> valsJ_;
   llvm::Value* unit_ = nullptr;
   llvm::Value* loopIndex_ = nullptr;
+  // Row caches (reduce phases walked a row at a time): the plan and a row array per slot.
+  lower::RowCache cache_;
+  std::vector<llvm::AllocaInst*> rowArrays_;
+  // Slot `slot`'s element at the current row position (a row tile's t + j).
+  llvm::Value* rowSlot(int slot) {
+    llvm::Value* k = tileJ_ ? B_.CreateAdd(loopIndex_, tileJ_, "", true, true) : loopIndex_;
+    llvm::AllocaInst* a = rowArrays_[static_cast<size_t>(slot)];
+    return B_.CreateGEP(a->getAllocatedType(), a, k);
+  }
 };
 
 llvm::Value* PhaseEmitter::cast(llvm::Value* x, DType from, DType to) {
@@ -801,6 +817,11 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
   for (int id : b.insts) {
     const Inst& in = ph_.insts[static_cast<size_t>(id)];
     llvm::Value* v = nullptr;
+    if (int slot = cache_.loadSlot.empty() ? -1 : cache_.loadSlot[static_cast<size_t>(id)];
+        slot >= 0) {
+      vals_[static_cast<size_t>(id)] = B_.CreateLoad(ctype(in.dtype), rowSlot(slot));
+      continue;
+    }
     switch (in.kind) {
       case InstKind::Const: v = constant(in); break;
       case InstKind::UnitIndex: v = unit_; break;
@@ -833,6 +854,9 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       case InstKind::Op: v = op(in); break;
     }
     vals_[static_cast<size_t>(id)] = v;
+    if (int slot = cache_.storeSlot.empty() ? -1 : cache_.storeSlot[static_cast<size_t>(id)];
+        slot >= 0)
+      B_.CreateStore(v, rowSlot(slot));
     if (tileJ_ && isIndexKind(in.kind) && forms_[static_cast<size_t>(id)].opaque) {
       // Opaque index math: at this j, from its operands' values at j.
       llvm::Value* a = val(in.args[0]);
@@ -1044,6 +1068,11 @@ void PhaseEmitter::emit(const std::string& name) {
       accTiles_.push_back(B_.CreateAlloca(accType(a), i64(tile_)));
       wideTiles_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy(), i64(tile_)) : nullptr);
     }
+  }
+  if (ph_.reduce && (forms_.empty() || rowTiles_)) {
+    cache_ = lower::rowCache(ph_, kRowCacheBytes);
+    for (const lower::RowCache::Slot& s : cache_.slots)
+      rowArrays_.push_back(B_.CreateAlloca(ctype(s.dtype), i64(ph_.rowLength)));
   }
   if (!ph_.reduce) {
     llvm::Value* lo = B_.CreateMul(begin, i64(ph_.chunk));
