@@ -379,7 +379,11 @@ size_t DiskCache::removeStaleTemporaries() {
   if (!enabled_) return 0;
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) return 0;
-  const auto now = static_cast<int64_t>(::time(nullptr));
+  // The precise clock: time() reads the coarse one, which may lag a file's mtime set just before
+  // (utimensat from the precise clock) into the previous second, an age one second short.
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  const auto now = static_cast<int64_t>(ts.tv_sec);
   size_t removed = 0;
   while (const dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
