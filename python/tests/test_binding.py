@@ -149,6 +149,20 @@ def test_run_torch_non_contiguous_inputs_are_copied():
     _assert_outputs(torch, p.run_torch([x, b]), _mixed_want(torch, x, b))
 
 
+def test_run_torch_outputs_are_contiguous_whatever_the_inputs_memory_format():
+    # An output shaped like an input is made with empty_like(memory_format=contiguous_format):
+    # an input in channels_last (copied to a contiguous one first) or one that is both
+    # contiguous and channels_last-contiguous (size-1 dims) must not lend its format.
+    torch = pytest.importorskip("torch")
+    p = _engine().compile(stitch.parse(
+        "graph g(x: f32[N, C, H, W]) {\n y = mul(x, 2)\n return y\n}\n"))
+    for shape in [(2, 3, 4, 5), (2, 1, 3, 3), (3, 4, 1, 1)]:
+        x = torch.randn(*shape).to(memory_format=torch.channels_last)
+        (y,) = p.run_torch([x])
+        assert y.is_contiguous() and y.stride() == torch.empty(shape).stride()
+        torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
+
+
 def test_run_torch_errors_after_a_good_call():
     torch = pytest.importorskip("torch")
     p = _engine().compile(stitch.parse(MIXED))
