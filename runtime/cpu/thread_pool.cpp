@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "runtime/cpu/openmp_team.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
@@ -79,7 +80,8 @@ std::chrono::microseconds spinFromEnv() {
   return ThreadPool::kSpinTime;
 }
 
-ThreadPool::ThreadPool(int threads, std::chrono::microseconds spin) : spin_(spin) {
+ThreadPool::ThreadPool(int threads, std::chrono::microseconds spin, bool openMp)
+    : spin_(spin), openMp_(openMp) {
   STITCH_CHECK(threads >= 1 && threads <= kMaxThreads, ErrorCode::InvalidArgument,
                "a thread pool needs 1 to {} threads, not {}", kMaxThreads, threads);
   STITCH_CHECK(spin.count() >= 0, ErrorCode::InvalidArgument,
@@ -127,6 +129,14 @@ void ThreadPool::run(int64_t units, int64_t grain, void* ctx, ChunkFn call) {
   job.ctx = ctx;
   job.units = units;
   job.chunks = chunkCount(units, grain);
+  if (GompParallelFn omp = openMp_ ? loadedOpenMp() : nullptr) {
+    // A parallel region of the process's OpenMP runtime (openmp_team.h): its team claims the
+    // chunks as the pool's workers would, the caller among them; it returns when all are done.
+    omp([](void* j) { runChunks(*static_cast<Job*>(j)); }, &job,
+        static_cast<unsigned>(std::min<int64_t>(threads(), job.chunks)), 0);
+    if (job.error) std::rethrow_exception(job.error);
+    return;
+  }
   // Helpers wanted: one per chunk beyond the caller's first. Spinning workers see the push by
   // themselves; only the rest are woken, and only if they sleep.
   int64_t wake = 0;

@@ -26,6 +26,11 @@
 // even when the workers are busy with someone else's. A chunk may itself call parallelFor (the
 // nested job is queued like any other and its caller works on it), which cannot deadlock.
 //
+// OpenMP. Where the process has an OpenMP runtime loaded (PyTorch's), a loop runs as a parallel
+// region of it instead, the team claiming chunks the same way (openmp_team.h: in the PyTorch
+// hook, ATen's OpenMP threads spin after every op, and the pool's workers would share cores
+// with them).
+//
 // A job may not return while a worker still touches it (it is on the caller's stack): workers
 // register as users of a job under the pool mutex, and the caller, after unlinking the job,
 // waits until its users are gone. The first exception thrown by a chunk is kept, the chunks not
@@ -85,9 +90,11 @@ class ThreadPool {
 
   // A pool of `threads` threads in all: the caller of parallelFor is one of them, so threads - 1
   // workers are started (none for 1). Idle threads spin for `spin` before they sleep (0: sleep
-  // at once, as a pool without spinning; benchmarks compare the two). Throws InvalidArgument
-  // when threads < 1 or spin < 0.
-  explicit ThreadPool(int threads, std::chrono::microseconds spin = kSpinTime);
+  // at once, as a pool without spinning; benchmarks compare the two). With `openMp`, a loop runs
+  // as a parallel region of the process's OpenMP runtime instead when one is loaded (a team of
+  // up to `threads`; openmp_team.h says why). Throws InvalidArgument when threads < 1 or
+  // spin < 0.
+  explicit ThreadPool(int threads, std::chrono::microseconds spin = kSpinTime, bool openMp = true);
   ~ThreadPool();  // joins the workers; no parallelFor may be running
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -141,6 +148,7 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   const std::chrono::microseconds spin_;
+  const bool openMp_;  // run loops on a loaded OpenMP runtime when there is one
   std::mutex mu_;
   std::condition_variable workCv_;  // workers: a job was queued, or stop
   std::condition_variable doneCv_;  // callers: a job lost its last user

@@ -5,6 +5,7 @@
 // that a steady-state run allocates nothing (without timing anything). Not under AddressSanitizer,
 // whose own operator new would then pair with our delete (alloc-dealloc-mismatch); there the
 // tests check the arena's own allocation counter only.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 
 #include "runtime/cpu/arena.h"
 #include "runtime/cpu/executor.h"
+#include "runtime/cpu/openmp_team.h"
 #include "runtime/cpu/thread_pool.h"
 #include "support/error.h"
 
@@ -137,6 +139,63 @@ TEST(ThreadPool, UsesTheWorkers) {
   });
   EXPECT_GT(ids.size(), 1u);
   EXPECT_LE(ids.size(), 4u);
+}
+
+// With an OpenMP runtime loaded (as PyTorch loads libgomp), loops run as its parallel regions
+// (runtime/cpu/openmp_team.h): chunks see OpenMP thread numbers of a team of several, every unit
+// runs once, exceptions and nested loops behave as on the pool's own threads; a pool made with
+// openMp = false keeps its own threads. Skipped where libgomp is not installed, and under
+// ThreadSanitizer (libgomp is not instrumented: its synchronization is invisible to TSan).
+TEST(ThreadPool, RunsOnALoadedOpenMpRuntime) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "libgomp is not instrumented for ThreadSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "libgomp is not instrumented for ThreadSanitizer";
+#endif
+#endif
+  void* gomp = ::dlopen("libgomp.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (gomp == nullptr) GTEST_SKIP() << "no libgomp.so.1: " << ::dlerror();
+  auto threadNum = reinterpret_cast<int (*)()>(::dlsym(gomp, "omp_get_thread_num"));
+  ASSERT_NE(threadNum, nullptr);
+  // The search for a runtime runs at most every 50 ms.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (loadedOpenMp() == nullptr && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(loadedOpenMp(), nullptr) << "libgomp is loaded but was not found";
+
+  for (bool openMp : {true, false}) {
+    ThreadPool pool(4, ThreadPool::kSpinTime, openMp);
+    std::mutex mu;
+    std::set<int> teamIds;
+    std::set<std::thread::id> ids;
+    std::vector<int> hits(16, 0);
+    pool.parallelFor(16, 1, [&](int64_t begin, int64_t end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::lock_guard lk(mu);
+      teamIds.insert(threadNum());
+      ids.insert(std::this_thread::get_id());
+      for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 16) << openMp;
+    EXPECT_GT(ids.size(), 1u) << openMp;
+    if (openMp) {
+      EXPECT_GT(teamIds.size(), 1u) << "the loop did not run as an OpenMP team";
+    } else {
+      EXPECT_EQ(teamIds, std::set<int>{0}) << "the pool's own threads are in no OpenMP team";
+    }
+    EXPECT_THROW(pool.parallelFor(1000, 1,
+                                  [](int64_t begin, int64_t end) {
+                                    if (begin <= 500 && 500 < end) throw std::runtime_error("500");
+                                  }),
+                 std::runtime_error);
+    std::atomic<int64_t> total{0};
+    pool.parallelFor(8, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        pool.parallelFor(100, 1, [&](int64_t b, int64_t e) { total += e - b; });
+    });
+    EXPECT_EQ(total.load(), 800) << openMp;
+  }
 }
 
 TEST(ThreadPool, ExceptionsReachTheCaller) {
