@@ -564,30 +564,31 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     // row of several runs (a middle reduction) is rewritten: a single run's flat index is left
     // as flatOf builds it, which the GPU emitter's unrolled row walks were tuned on (one random
     // graph spilled on sm_80 with the merged form's vector loads beside per-element divisions).
-    size_t runs = 0;
-    for (size_t i = 0; i < d.size(); ++i)
-      runs += ph_.reduced[i] && d[i] != 1 && (i == 0 || !ph_.reduced[i - 1] || d[i - 1] == 1);
+    // Maximal runs of adjacent reduced axes, [first, last], of more than one element.
+    std::vector<std::pair<size_t, size_t>> runs;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (!ph_.reduced[i]) continue;
+      size_t last = i;
+      int64_t size = d[i];
+      while (last + 1 < d.size() && ph_.reduced[last + 1]) size *= d[++last];
+      if (size != 1) runs.emplace_back(i, last);
+      i = last;
+    }
     auto walkPosition = [&](Index& k) {
       Index pos = positionAt(coordsOf(k, redDims));
-      if (runs < 2) return pos;
+      if (runs.size() < 2) return pos;
       int flat = constI(0);
       for (size_t i = 0; i < d.size(); ++i)
         if (!ph_.reduced[i] && d[i] != 1) flat = iadd(flat, imulc(pos.coords[i], st[i]));
       int64_t inner = 1;  // product of the reduced axes after the run
-      for (size_t end = d.size(); end-- > 0;) {
-        if (!ph_.reduced[end]) continue;
-        size_t first = end;
-        while (first > 0 && ph_.reduced[first - 1]) --first;
+      for (size_t r = runs.size(); r-- > 0;) {
+        auto [first, last] = runs[r];
         int64_t size = 1;
-        for (size_t i = first; i <= end; ++i) size *= d[i];
-        if (size != 1) {
-          int run = inner == 1 ? k.flat : idivc(k.flat, inner);
-          if (inner * size != ph_.rowLength) run = iremc(run, size);  // else k / inner < size
-          flat = iadd(flat, imulc(run, st[end]));
-        }
+        for (size_t i = first; i <= last; ++i) size *= d[i];
+        int run = inner == 1 ? k.flat : idivc(k.flat, inner);
+        if (r > 0) run = iremc(run, size);  // the outermost run: k / inner < size already
+        flat = iadd(flat, imulc(run, st[last]));
         inner *= size;
-        end = first;
-        if (end == 0) break;
       }
       pos.flat = flat;
       return pos;
