@@ -31,6 +31,10 @@ struct HostTarget {
 struct HostCompileOptions {
   int optLevel = 3;
   std::string mathLibrary;  // what transcendentals call, with its version: "sleef 3.5.1"
+  // Phases touching at least this many bytes write their outputs with streaming stores
+  // (runtime/cpu/streaming_stores.h); 0: never. The host compiler sets it from the last-level
+  // cache (hostStreamingStoreBytes).
+  int64_t streamingStoreBytes = 0;
 };
 
 // A GPU compiler as cache keys name it.

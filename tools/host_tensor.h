@@ -4,17 +4,37 @@
 // floats uniform in [-1, 1) rounded to the dtype, ints uniform in [-8, 8], bools fair coins.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <stitch/stitch.hpp>
 #include <string>
 #include <vector>
 
 namespace stitch::cli {
 
+// Bytes aligned to a cache line, as PyTorch's CPU allocator aligns tensors: glibc's large blocks
+// are 16-byte aligned, and the host kernels' streaming stores want 32 or 64
+// (runtime/cpu/streaming_stores.h).
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <class U>
+  bool operator==(const LineAligned<U>&) const {
+    return true;
+  }
+};
+
 struct HostTensor {
   stitch_dtype_t dtype = STITCH_F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t, LineAligned<uint8_t>> bytes;
 
   // `what` names the tensor in errors ("input 'x'"): a shape past the size limit is
   // STITCH_ERROR_INVALID_ARGUMENT, one larger than the machine's memory STITCH_ERROR_OUT_OF_MEMORY.

@@ -11,6 +11,7 @@
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/thread_pool.h"
+#include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -48,6 +49,11 @@ HostCompileOptions hostOptionsOf(const OrcJit& jit) {
   return HostCompileOptions{jit.optLevel(), jit.mathLibrary()};
 }
 
+int64_t hostStreamingStoreBytes(const HostProfile& profile) {
+  if (!env::getBool("STITCH_CPU_STREAMING_STORES", true)) return 0;
+  return profile.l3Bytes > 0 ? 2 * profile.l3Bytes : int64_t{64} << 20;
+}
+
 HostCompiler& HostCompiler::instance() {
   static HostCompiler compiler(/*memoryCapacity=*/4096, DiskCache::fromEnv());
   return compiler;
@@ -65,6 +71,7 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   // The planner prices this very machine (driver::profileFor): the threads kernels run on, and
   // the bandwidth they reach, measured once per machine (host_profile.h).
   target_.hostProfile = probeHostProfile(sharedPool().threads(), target_.host);
+  target_.hostOptions.streamingStoreBytes = hostStreamingStoreBytes(target_.hostProfile);
   cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk));
 }
 

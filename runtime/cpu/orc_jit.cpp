@@ -17,7 +17,9 @@
 #include <optional>
 #include <set>
 
+#include "runtime/cpu/streaming_stores.h"
 #include "runtime/cpu/vector_math.h"
+#include "support/logging.h"
 
 namespace stitch::rt::cpu {
 
@@ -111,6 +113,10 @@ class Optimizer {
                                       ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
                                       : pb.buildPerModuleDefaultPipeline(passLevel(level_));
     mpm.run(m, mam);
+    if (tm_->getTargetTriple().isX86()) {
+      if (int n = addStreamingStores(m))
+        log().debug("{}: {} vector stores made streaming", m.getModuleIdentifier(), n);
+    }
   }
 
  private:

@@ -85,7 +85,7 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
   // process looks up, and two kernels never define one name in one JIT.
   const std::string prefix = fmt::format("stitch_{:016x}", code.key.hash());
   code.language = rt::CodeLanguage::LlvmIr;
-  code.text = codegen::programIR(p, prefix);
+  code.text = codegen::programIR(p, prefix, {t.hostOptions.streamingStoreBytes});
   // emitProgram names phase i PREFIX_i (llvm_emitter.h).
   for (size_t i = 0; i < p.phases.size(); ++i) {
     rt::EntryPoint e;

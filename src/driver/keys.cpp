@@ -28,7 +28,7 @@ uint64_t deviceHeadersDigest() {
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options) {
   const auto& [triple, cpu, features, llvmVersion] = target;
-  const auto& [optLevel, mathLibrary] = options;
+  const auto& [optLevel, mathLibrary, streamingStoreBytes] = options;
   rt::CacheKey key;
   key.add("backend", "cpu")
       .add("program", lower::serializeProgram(p))
@@ -37,7 +37,8 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
       .add("features", features)
       .add("llvm-version", llvmVersion)
       .add("opt-level", lower::canonicalBytes(optLevel))
-      .add("math-library", mathLibrary);
+      .add("math-library", mathLibrary)
+      .add("streaming-store-bytes", lower::canonicalBytes(streamingStoreBytes));
   return key;
 }
 

@@ -1062,4 +1062,19 @@ int64_t evalIndex(const Phase& ph, int id, int64_t unit, int64_t loop) {
   throwError(ErrorCode::Internal, "evalIndex: not an index instruction");
 }
 
+bool isTranscendental(ir::OpCode op) {
+  switch (op) {
+    case ir::OpCode::Exp:
+    case ir::OpCode::Log:
+    case ir::OpCode::Log1p:
+    case ir::OpCode::Tanh:
+    case ir::OpCode::Erf:
+    case ir::OpCode::Sin:
+    case ir::OpCode::Cos:
+    case ir::OpCode::Pow:
+    case ir::OpCode::Sigmoid: return true;
+    default: return false;
+  }
+}
+
 }  // namespace stitch::lower

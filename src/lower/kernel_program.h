@@ -189,6 +189,10 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
                                     const std::vector<std::vector<int64_t>>& shapes,
                                     const LaunchTarget* target);
 
+// Whether `op` is a transcendental (exp log log1p tanh erf sin cos pow sigmoid): tens of
+// instructions an element on a host, where the other ops are one or a few.
+bool isTranscendental(ir::OpCode op);
+
 // Human-readable text of a program, for dumps and tests.
 std::string printProgram(const KernelProgram& p);
 

@@ -11,21 +11,6 @@ namespace stitch::lower {
 
 namespace {
 
-bool transcendental(ir::OpCode op) {
-  switch (op) {
-    case ir::OpCode::Exp:
-    case ir::OpCode::Log:
-    case ir::OpCode::Log1p:
-    case ir::OpCode::Tanh:
-    case ir::OpCode::Erf:
-    case ir::OpCode::Sin:
-    case ir::OpCode::Cos:
-    case ir::OpCode::Pow:
-    case ir::OpCode::Sigmoid: return true;
-    default: return false;
-  }
-}
-
 bool commutative(ir::OpCode op) {
   switch (op) {
     case ir::OpCode::Add:
@@ -82,7 +67,7 @@ RowCache rowCache(const Phase& ph, int64_t maxBytes) {
       clean[i] = clean[i] && clean[ai];
     }
     varying[i] = varying[i] || in.kind == InstKind::LoopIndex;
-    costly[i] = costly[i] || (in.kind == InstKind::Op && transcendental(in.op));
+    costly[i] = costly[i] || (in.kind == InstKind::Op && isTranscendental(in.op));
     if (in.kind == InstKind::Load) clean[i] = clean[i] && !written[static_cast<size_t>(in.buffer)];
     // Operand order is the lowering's (ids), not the value's: commutative ones in class order.
     if (in.kind == InstKind::IAdd || (in.kind == InstKind::Op && commutative(in.op)))

@@ -176,7 +176,7 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   }();
   const rt::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",
                               "19.1.7"};
-  const rt::HostCompileOptions options{3, "sleef 3.5.1"};
+  const rt::HostCompileOptions options{3, "sleef 3.5.1", 64 << 20};
   const std::string base = driver::hostKernelKey(p, target, options).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
@@ -198,12 +198,13 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   });
   auto withOptions = [&](const char* what, auto change) {
     rt::HostCompileOptions o = options;
-    auto& [optLevel, mathLibrary] = o;
-    change(optLevel, mathLibrary);
+    auto& [optLevel, mathLibrary, streamingStoreBytes] = o;
+    change(optLevel, mathLibrary, streamingStoreBytes);
     variants.emplace_back(what, driver::hostKernelKey(p, target, o).canonical());
   };
-  withOptions("opt level", [](auto& l, auto&) { l = 1; });
-  withOptions("math library", [](auto&, auto& m) { m = "sleef 3.6.0"; });
+  withOptions("opt level", [](auto& l, auto&, auto&) { l = 1; });
+  withOptions("math library", [](auto&, auto& m, auto&) { m = "sleef 3.6.0"; });
+  withOptions("streaming store bytes", [](auto&, auto&, auto& b) { b = 0; });
   {
     rt::CacheKey k = driver::hostKernelKey(p, target, options);
     k.version = "0.0.0-other";

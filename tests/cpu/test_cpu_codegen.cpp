@@ -49,6 +49,7 @@
 #include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/math_library.h"
 #include "runtime/cpu/orc_jit.h"
+#include "runtime/cpu/streaming_stores.h"
 #include "runtime/cpu/vector_math.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
@@ -89,34 +90,44 @@ struct Compiled {
   driver::Build build;
   std::vector<std::vector<CompiledKernel>> kernels;
 };
+// streamBytes: HostCompileOptions::streamingStoreBytes (0: no streaming stores, the default of a
+// bare JIT's options).
 Compiled compileGraph(const ir::Graph& g, const ir::Bindings& b, fusion::Mode mode, int level,
-                      rt::cpu::CompileStats* stats = nullptr) {
+                      rt::cpu::CompileStats* stats = nullptr, int64_t streamBytes = 0) {
   Compiled c;
-  c.build = driver::build(g, b, targetOf(jitAt(level)), driver::Options{mode});
+  rt::Target target = targetOf(jitAt(level));
+  target.hostOptions.streamingStoreBytes = streamBytes;
+  c.build = driver::build(g, b, target, driver::Options{mode});
   c.kernels = rt::cpu::compileArtifacts(c.build.artifact.kernels, jitAt(level), stats);
   return c;
 }
 
-std::vector<uint8_t> encodeTensor(const reference::HostTensor& h) {
-  std::vector<uint8_t> bytes(static_cast<size_t>(h.numel() * ir::dtypeBytes(h.dtype)) + 1);
-  reference::encode(h, {h.dtype, h.shape, bytes.data()});
-  return bytes;
-}
-
-// Runs a plan's compiled kernels serially; returns the graph outputs.
+// Runs a plan's compiled kernels serially; returns the graph outputs. Buffers are vectors' own
+// storage (misalign < 0), or start `misalign` bytes past a 64-byte boundary.
 std::vector<reference::HostTensor> runCompiled(
     const ir::Graph& g, const ir::Bindings& b, const fusion::Plan& plan,
     const std::vector<std::vector<CompiledKernel>>& kernels,
-    const std::vector<reference::HostTensor>& inputs) {
+    const std::vector<reference::HostTensor>& inputs, int misalign = -1) {
   auto shapes = ir::concreteShapes(g, b);
+  const size_t pad = misalign < 0 ? 0 : 64 + static_cast<size_t>(misalign);
+  auto start = [&](std::vector<uint8_t>& v) {
+    if (misalign < 0) return v.data();
+    auto at = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - at % 64) % 64) + static_cast<size_t>(misalign);
+  };
   std::map<int, std::vector<uint8_t>> values;
-  for (size_t i = 0; i < inputs.size(); ++i) values[g.inputs()[i]] = encodeTensor(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const reference::HostTensor& h = inputs[i];
+    std::vector<uint8_t>& v = values[g.inputs()[i]];
+    v.resize(static_cast<size_t>(h.numel() * ir::dtypeBytes(h.dtype)) + 1 + pad);
+    reference::encode(h, {h.dtype, h.shape, start(v)});
+  }
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     std::map<int, std::vector<uint8_t>> scratch;
     for (const CompiledKernel& ck : kernels[k]) {
       std::vector<void*> ptrs;
       auto bufferOf = [&](const rt::cpu::KernelBuffer& kb, bool write) -> void* {
-        auto size = static_cast<size_t>(kb.elements * ir::dtypeBytes(kb.dtype)) + 1;
+        auto size = static_cast<size_t>(kb.elements * ir::dtypeBytes(kb.dtype)) + 1 + pad;
         std::vector<uint8_t>& v = kb.value >= 0 ? values[kb.value] : scratch[kb.scratch];
         if (write && v.size() < size) v.resize(size);
         if (v.size() < size)
@@ -124,7 +135,7 @@ std::vector<reference::HostTensor> runCompiled(
               "kernel " + std::to_string(k) + " reads " +
               (kb.value >= 0 ? g.node(kb.value).name : "scratch " + std::to_string(kb.scratch)) +
               " before it was written");
-        return v.data();
+        return start(v);
       };
       // Outputs first: a phase may read back what it writes (column partials).
       for (const auto& kb : ck.outputs) bufferOf(kb, true);
@@ -137,7 +148,7 @@ std::vector<reference::HostTensor> runCompiled(
   for (int o : g.outputs()) {
     auto it = values.find(o);
     if (it == values.end()) throw std::runtime_error("no kernel wrote output " + g.node(o).name);
-    out.push_back(reference::decode({g.node(o).type.dtype, shapes[o], it->second.data()}));
+    out.push_back(reference::decode({g.node(o).type.dtype, shapes[o], start(it->second)}));
   }
   return out;
 }
@@ -807,6 +818,70 @@ graph tiled(x: f32[N, 2048], scale: f32[8]) {
       Totals t;
       std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, level, t);
       EXPECT_TRUE(f.empty()) << f;
+    }
+  }
+}
+
+// Streaming stores (runtime/cpu/streaming_stores.h), forced on for small tensors: the phases that
+// wait on memory name their written buffers, a phase bound by transcendentals (softmax) does
+// not, and the results match the reference with buffers aligned to 64 bytes (the non-temporal
+// path), off by 4 or 32 bytes (the plain path, or each path for half the stores), and vectors'.
+TEST(CpuCodegen, StreamingStoresMatchTheReferenceAlignedOrNot) {
+  struct Case {
+    const char* text;
+    bool streams;
+  };
+  const Case cases[] = {
+      {R"(
+graph ln(x: f32[N, 256], g: f32[256], b: f32[256]) {
+  y = layer_norm(x, g, b, axis=-1, eps=1e-5)
+  return y
+})",
+       true},
+      {R"(
+graph adam(p: f32[N, 256], gr: f32[N, 256], m: f32[N, 256], v: f32[N, 256]) {
+  m1 = mul(m, 0.9)
+  g1 = mul(gr, 0.1)
+  m2 = add(m1, g1)
+  g2 = mul(gr, gr)
+  va = abs(v)
+  v1 = mul(va, 0.999)
+  v2 = add(v1, g2)
+  s  = sqrt(v2)
+  d  = add(s, 1e-8)
+  u  = div(m2, d)
+  p2 = sub(p, u)
+  return p2, m2, v2
+})",
+       true},
+      {R"(
+graph half(x: f16[N, 256], y: f16[N, 256]) {
+  z = add(x, y)
+  w = mul(z, y)
+  return w
+})",
+       true},
+      {R"(
+graph sm(x: f32[N, 256]) {
+  y = softmax(x, axis=-1)
+  return y
+})",
+       false},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = passes::runPasses(parseOne(c.text));
+    ir::Bindings b{{"N", 37}};
+    Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
+    bool named = false;
+    for (const rt::KernelArtifact& k : compiled.build.artifact.kernels)
+      named = named || k.forms.at(0).text.find(rt::cpu::kStreamingBuffersAttr) != std::string::npos;
+    EXPECT_EQ(named, c.streams) << c.text;
+    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, 7);
+    auto want = st::evaluateReference(g, inputs);
+    for (int misalign : {-1, 0, 4, 32}) {
+      auto got = runCompiled(g, b, compiled.build.plan, compiled.kernels, inputs, misalign);
+      EXPECT_EQ(st::compareOutputs(want, got, st::graphTolerance(g)), "")
+          << c.text << "\nmisaligned by " << misalign;
     }
   }
 }

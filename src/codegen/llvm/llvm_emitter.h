@@ -29,6 +29,9 @@
 // (a bias read at i % C) run in element tiles the same way (elementTile), so that their indices
 // are affine in the inner loop and LLVM's vectorizer can check them for overlap; so do the walks
 // over a row whose index divides the position in the row (rowTile: GroupNorm's channel).
+// A phase that moves more than HostEmitOptions::streamingStoreBytes and computes few
+// transcendentals an element names the buffers it only writes in a function attribute, and the
+// JIT writes them with non-temporal stores after optimizing (runtime/cpu/streaming_stores.h).
 #pragma once
 
 #include <memory>
@@ -44,10 +47,17 @@ class Module;
 
 namespace stitch::codegen {
 
+struct HostEmitOptions {
+  // A phase whose buffers hold at least this many bytes writes the buffers it only writes with
+  // streaming stores (named in a function attribute for runtime/cpu/streaming_stores.h, which
+  // rewrites the stores after the optimizer); 0: never.
+  int64_t streamingStoreBytes = 0;
+};
+
 // Adds one function per phase of `p` to `m`, named `prefix` + "_" + phase index; returns the
 // function names in phase order.
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
-                                     llvm::Module& m);
+                                     llvm::Module& m, const HostEmitOptions& options = {});
 
 // The units per column tile emitProgram runs phase `ph` in (0: one unit at a time).
 int64_t columnTile(const lower::Phase& ph);
@@ -57,6 +67,7 @@ int64_t elementTile(const lower::Phase& ph);
 int64_t rowTile(const lower::Phase& ph);
 
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
-std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
+std::string programIR(const lower::KernelProgram& p, const std::string& prefix,
+                      const HostEmitOptions& options = {});
 
 }  // namespace stitch::codegen
