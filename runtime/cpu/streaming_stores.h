@@ -5,8 +5,9 @@
 // not 2N. x86's non-temporal stores (MOVNTPS and kin) write whole lines without reading them, at
 // the price of evicting the line from every cache, which is only right where the output would
 // have left the cache before anyone read it: the emitter (codegen/llvm/llvm_emitter.h) names the
-// buffers of a phase that qualify (written, not read, and the phase touching more bytes than
-// HostCompileOptions::streamingStoreBytes) in the function attribute kStreamingBuffersAttr.
+// buffers of a phase that qualify (written, not read, the phase touching more bytes than
+// HostCompileOptions::streamingStoreBytes and few transcendentals an element: see
+// streamedBuffers there) in the function attribute kStreamingBuffersAttr.
 //
 // The loop vectorizer cannot widen a store marked !nontemporal (the scalar store's alignment is
 // an element's, and x86 has no unaligned non-temporal vector store), so marking happens here,
