@@ -886,6 +886,79 @@ graph sm(x: f32[N, 256]) {
   }
 }
 
+// Next-row prefetch (PhaseEmitter::prefetchNext): a row phase whose first walk reads rows of 16 KB
+// or more prefetches the next row during its second walk (a later stage, or the element loop of
+// a one-stage phase); shorter rows do not. A prefetch is only a hint: what can go wrong is the
+// second walk, split into blocks around the prefetches, so the results must match the reference
+// with rows that end mid-block, and with the streaming stores such phases take whatever their
+// transcendentals (forced on for small tensors).
+TEST(CpuCodegen, NextRowPrefetchInLongRowsMatchesTheReference) {
+  struct Case {
+    const char* text;
+    bool prefetches;
+  };
+  const Case cases[] = {
+      {R"(
+graph sm(x: f32[N, 4100]) {
+  y = softmax(x, axis=-1)
+  return y
+})",
+       true},
+      {R"(
+graph ce(logits: f32[N, 4500], labels: i64[N, 1]) {
+  m      = reduce_max(logits, axes=[1], keepdims=true)
+  d      = sub(logits, m)
+  e      = exp(d)
+  s      = reduce_sum(e, axes=[1], keepdims=true)
+  lse    = log(s)
+  lp     = sub(d, lse)
+  cls    = iota(shape=[N, 4500], axis=1, dtype=i64)
+  hit    = eq(cls, labels)
+  picked = select(hit, lp, 0)
+  nll    = reduce_sum(picked, axes=[1], keepdims=true)
+  p      = div(e, s)
+  return nll, p
+})",
+       true},
+      {R"(
+graph centered(x: f32[N, 5000]) {
+  s = reduce_sum(x, axes=[1], keepdims=true)
+  y = sub(x, s)
+  return y
+})",
+       true},
+      {R"(
+graph short(x: f32[N, 1000]) {
+  y = softmax(x, axis=-1)
+  return y
+})",
+       false},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = passes::runPasses(parseOne(c.text));
+    ir::Bindings b{{"N", 5}};
+    bool prefetches = false;
+    for (const fusion::Kernel& k : fusion::planGraph(g, b, *fusion::findProfile("host")).kernels)
+      prefetches = prefetches ||
+                   codegen::programIR(lower::lowerKernel(g, k, b), "t").find("llvm.prefetch") !=
+                       std::string::npos;
+    EXPECT_EQ(prefetches, c.prefetches) << c.text;
+    Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
+    bool streams = false;
+    for (const rt::KernelArtifact& k : compiled.build.artifact.kernels)
+      streams =
+          streams || k.forms.at(0).text.find(rt::cpu::kStreamingBuffersAttr) != std::string::npos;
+    EXPECT_TRUE(streams || !c.prefetches) << c.text;
+    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, 11);
+    auto want = st::evaluateReference(g, inputs);
+    for (int misalign : {-1, 0}) {
+      auto got = runCompiled(g, b, compiled.build.plan, compiled.kernels, inputs, misalign);
+      EXPECT_EQ(st::compareOutputs(want, got, st::graphTolerance(g)), "")
+          << c.text << "\nmisaligned by " << misalign;
+    }
+  }
+}
+
 // Kernels compiled from several threads at once on one JIT, then run.
 TEST(CpuCodegen, ConcurrentCompiles) {
   auto all = stitch::testdata::exampleGraphs();
