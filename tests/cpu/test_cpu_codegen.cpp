@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -822,6 +823,27 @@ graph tiled(x: f32[N, 2048], scale: f32[8]) {
   }
 }
 
+// Whether any kernel of `c` names buffers for streaming stores (runtime/cpu/streaming_stores.h).
+bool streamsAny(const Compiled& c) {
+  for (const rt::KernelArtifact& k : c.build.artifact.kernels)
+    if (k.forms.at(0).text.find(rt::cpu::kStreamingBuffersAttr) != std::string::npos) return true;
+  return false;
+}
+
+// Runs `c` on inputs from `seed` with its buffers at each of `misaligns` (see runCompiled): ""
+// if every run matches the reference, else the first mismatch and its misalignment.
+std::string mismatchAtAlignments(const ir::Graph& g, const ir::Bindings& b, const Compiled& c,
+                                 uint64_t seed, std::initializer_list<int> misaligns) {
+  std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, seed);
+  auto want = st::evaluateReference(g, inputs);
+  for (int misalign : misaligns) {
+    auto got = runCompiled(g, b, c.build.plan, c.kernels, inputs, misalign);
+    std::string f = st::compareOutputs(want, got, st::graphTolerance(g));
+    if (!f.empty()) return f + "\nmisaligned by " + std::to_string(misalign);
+  }
+  return "";
+}
+
 // Streaming stores (runtime/cpu/streaming_stores.h), forced on for small tensors: the phases that
 // wait on memory name their written buffers, a phase bound by transcendentals (softmax) does
 // not, and the results match the reference with buffers aligned to 64 bytes (the non-temporal
@@ -872,17 +894,8 @@ graph sm(x: f32[N, 256]) {
     ir::Graph g = passes::runPasses(parseOne(c.text));
     ir::Bindings b{{"N", 37}};
     Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
-    bool named = false;
-    for (const rt::KernelArtifact& k : compiled.build.artifact.kernels)
-      named = named || k.forms.at(0).text.find(rt::cpu::kStreamingBuffersAttr) != std::string::npos;
-    EXPECT_EQ(named, c.streams) << c.text;
-    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, 7);
-    auto want = st::evaluateReference(g, inputs);
-    for (int misalign : {-1, 0, 4, 32}) {
-      auto got = runCompiled(g, b, compiled.build.plan, compiled.kernels, inputs, misalign);
-      EXPECT_EQ(st::compareOutputs(want, got, st::graphTolerance(g)), "")
-          << c.text << "\nmisaligned by " << misalign;
-    }
+    EXPECT_EQ(streamsAny(compiled), c.streams) << c.text;
+    EXPECT_EQ(mismatchAtAlignments(g, b, compiled, 7, {-1, 0, 4, 32}), "") << c.text;
   }
 }
 
@@ -944,18 +957,8 @@ graph short(x: f32[N, 1000]) {
                        std::string::npos;
     EXPECT_EQ(prefetches, c.prefetches) << c.text;
     Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
-    bool streams = false;
-    for (const rt::KernelArtifact& k : compiled.build.artifact.kernels)
-      streams =
-          streams || k.forms.at(0).text.find(rt::cpu::kStreamingBuffersAttr) != std::string::npos;
-    EXPECT_TRUE(streams || !c.prefetches) << c.text;
-    std::vector<reference::HostTensor> inputs = st::randomInputs(g, b, 11);
-    auto want = st::evaluateReference(g, inputs);
-    for (int misalign : {-1, 0}) {
-      auto got = runCompiled(g, b, compiled.build.plan, compiled.kernels, inputs, misalign);
-      EXPECT_EQ(st::compareOutputs(want, got, st::graphTolerance(g)), "")
-          << c.text << "\nmisaligned by " << misalign;
-    }
+    EXPECT_TRUE(streamsAny(compiled) || !c.prefetches) << c.text;
+    EXPECT_EQ(mismatchAtAlignments(g, b, compiled, 11, {-1, 0}), "") << c.text;
   }
 }
 
