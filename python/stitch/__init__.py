@@ -28,14 +28,19 @@ programs) and adds only what Python callers expect:
   signature not seen goes through ``stitch_program_output_shape``, and the C run checks every
   call. Concurrent calls each take their own array copy from a per-signature pool, so threads
   never write each other's pointers.
-* Fresh host outputs and page faults: a CPU output of 4 MiB or more is a fresh mapping
+* Fresh host outputs and page faults: a CPU output of many megabytes is a fresh mapping
   (``torch.empty`` above glibc's mmap threshold) whose every 4 KiB page faults on first touch;
   on the machines we run on a fault costs about as much as writing the page, so the faults, not
-  the kernel, set the time of a large piece. run_torch asks Linux for transparent huge pages on
-  such outputs (``madvise(MADV_HUGEPAGE)``, one system call, about a microsecond) before the
-  kernel writes them: a 2 MiB page faults once, 4x less time per byte on the development VM.
-  It is a hint: with THP ``never`` nothing changes, and the memory is freed as before.
-  ``STITCH_HUGE_PAGES=0`` turns it off (PyTorch offers the same for its own tensors through
+  the kernel, set the time of a large piece. run_torch gives each host output of 4 MiB or more
+  a private anonymous mapping of its own, advised into transparent huge pages
+  (``madvise(MADV_HUGEPAGE)``), as a tensor over it (``torch.frombuffer``: the tensor keeps the
+  ``mmap`` object, whose release unmaps it when the tensor dies): a 2 MiB page faults once, 4x
+  less time per byte on the development VM, and the call costs less than ``torch.empty``'s.
+  The mapping is its own so that the advice never lands on the allocator's heap, where it made
+  later small tensors fault whole 2 MiB pages (a 10x slower 1 MB layer norm, measured). The
+  advice is a hint (with THP ``never`` nothing changes); such tensors are not resizable, as
+  any from ``torch.frombuffer``. ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for
+  smaller outputs (PyTorch offers huge pages for its own tensors through
   ``THP_MEM_ALLOC_ENABLE=1``).
 * Ownership: each handle is owned by one Python object whose ``close()`` (also ``__del__`` and
   the context-manager exit) calls the matching ``_destroy``. Graphs borrowed from a parsed module
@@ -51,6 +56,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import json
+import mmap
 import os
 import threading
 import sys
@@ -760,8 +766,13 @@ class Program:
         if sig is None:
             sig = self._torch_signature(ins, key)
         empty, empty_like, contiguous = sig.empty, sig.empty_like, sig.contiguous
-        outs = [empty_like(ins[i], memory_format=contiguous) if i >= 0 else
-                empty(shape, dtype=dt, device=dev) for i, (shape, dt, dev) in zip(sig.like, sig.outputs)]
+        if sig.huge:
+            outs = [_huge_page_empty(*h) if h else
+                    empty_like(ins[i], memory_format=contiguous) if i >= 0 else
+                    empty(shape, dtype=dt, device=dev) for h, i, (shape, dt, dev) in zip(sig.huge, sig.like, sig.outputs)]
+        else:
+            outs = [empty_like(ins[i], memory_format=contiguous) if i >= 0 else
+                    empty(shape, dtype=dt, device=dev) for i, (shape, dt, dev) in zip(sig.like, sig.outputs)]
         pool = sig.pool
         try:
             call = pool.pop()
@@ -770,8 +781,6 @@ class Program:
         words = call.words
         for k, t in zip(sig.data_words, ins + outs):
             words[k] = t.data_ptr()
-        for j, nbytes in sig.huge:
-            _advise_huge_pages(outs[j].data_ptr(), nbytes)
         status = _program_run_at(self._h, call.inputs, len(ins), call.outputs, len(outs), stream)
         pool.append(call)
         if status:
@@ -823,8 +832,9 @@ class _TorchSignature:
     contiguous, costs ~0.5 us less than torch.empty with a shape, dtype and device to parse, a
     tenth of a small call's overhead), the DLTensors of the inputs then the outputs as words,
     complete but for the data pointers (strides NULL: the tensors are contiguous), the shape
-    arrays they point at, a pool of _TorchCall buffers copied from them, and `huge`: (output
-    index, bytes) of the outputs run_torch advises into huge pages (design note at the top)."""
+    arrays they point at, a pool of _TorchCall buffers copied from them, and `huge`: per output,
+    the arguments of _huge_page_empty for those run_torch maps into huge pages (design note at
+    the top) or None, or an empty list when there are none."""
 
     __slots__ = ("outputs", "like", "template", "shapes", "data_words", "pool", "empty", "empty_like",
                  "contiguous", "num_inputs", "huge")
@@ -859,14 +869,17 @@ class _TorchSignature:
         self.template = (ctypes.c_uint64 * (len(dl) * _DL_WORDS)).from_buffer_copy(dl)
         self.data_words = [k * _DL_WORDS for k in range(n)]
         self.pool: List[_TorchCall] = []
-        self.huge: List[Tuple[int, int]] = []
+        self.huge: List[Optional[tuple]] = []
         if dl_device.device_type == _DL_CPU and _huge_pages_wanted():
-            for j, (shape, dt) in enumerate(zip(shapes, dtypes)):
-                nbytes = DTYPES[dt][2] // 8
+            for shape, torch_dtype, _ in self.outputs:
+                count = 1
                 for d in shape:
-                    nbytes *= d
-                if nbytes >= _HUGE_OUTPUT_BYTES:
-                    self.huge.append((j, nbytes))
+                    count *= d
+                nbytes = count * torch_dtype.itemsize if hasattr(torch_dtype, "itemsize") else \
+                    count * torch.empty((), dtype=torch_dtype).element_size()
+                self.huge.append((nbytes, torch_dtype, count, shape) if nbytes >= _HUGE_OUTPUT_BYTES else None)
+            if not any(self.huge):
+                self.huge = []
 
 
 class _TorchCall:
@@ -882,38 +895,30 @@ class _TorchCall:
         self.outputs = self.inputs + sig.num_inputs * ctypes.sizeof(_DLTensor)
 
 
-# Host outputs from this size up are advised into transparent huge pages: at least one whole
-# 2 MiB page fits in them wherever the allocator put them, and their faults cost milliseconds
-# against the microsecond of the madvise call.
+# Host outputs from this size up get a huge-page mapping of their own (design note at the top):
+# at least one whole 2 MiB page fits in them, and their faults cost milliseconds against the few
+# microseconds of the mapping.
 _HUGE_OUTPUT_BYTES = 4 << 20
-_PAGE = 4096
-_MADV_HUGEPAGE = 14  # <sys/mman.h> on Linux, every architecture
-_madvise = None
 
 
 def _huge_pages_wanted() -> bool:
-    """STITCH_HUGE_PAGES (default on), on Linux, where libc's madvise can be found."""
-    global _madvise
+    """STITCH_HUGE_PAGES (default on), on Linux, where Python's mmap can advise."""
     if not sys.platform.startswith("linux") or not _env.get_bool("STITCH_HUGE_PAGES", True):
         return False
-    if _madvise is None:
-        try:
-            fn = ctypes.CDLL(None, use_errno=True).madvise
-        except (OSError, AttributeError):
-            return False
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        fn.restype = ctypes.c_int
-        _madvise = fn
-    return True
+    return hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
 
 
-def _advise_huge_pages(ptr: int, nbytes: int) -> None:
-    """madvise(MADV_HUGEPAGE) over the pages of [ptr, ptr + nbytes). A hint: its failure (THP
-    compiled out, an old kernel) changes nothing, so it is ignored. The first and last pages may
-    hold the allocator's other data; the advice only lets their 2 MiB neighbourhoods fault as
-    huge pages, and data is never moved or cleared by it."""
-    start = ptr & ~(_PAGE - 1)
-    _madvise(start, ptr + nbytes - start, _MADV_HUGEPAGE)
+def _huge_page_empty(nbytes: int, dtype: Any, count: int, shape: Tuple[int, ...]):
+    """An uninitialized contiguous CPU tensor over a private anonymous mapping of its own,
+    advised into transparent huge pages. The advice is a hint: refused (THP compiled out), the
+    pages are the usual ones."""
+    import torch
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        pass
+    return torch.frombuffer(m, dtype=dtype, count=count).view(shape)
 
 
 def _single(outs: List[Any]):
