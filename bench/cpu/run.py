@@ -31,7 +31,7 @@ Design
          `stitch.Program.run_torch` (python/stitch: new output tensors with torch.empty on every
          call, as the PyTorch hook runs a compiled piece), against the peers as they are, glibc's
          defaults (tensors above its mmap threshold are mmapped and page-faulted on every call).
-         run_torch maps host outputs of 4 MiB or more into transparent huge pages of their own
+         run_torch maps host outputs of 32 MiB or more into transparent huge pages of their own
          (one fault per 2 MiB); the peers' outputs fault 4 KiB at a time. The hook is measured both ways in
          B, the second with STITCH_HUGE_PAGES=0 ("4 KiB pages"): the kernels' part apart from the
          pages' part. PyTorch offers its tensors huge pages through THP_MEM_ALLOC_ENABLE=1, which
@@ -856,7 +856,7 @@ def build_report(a, rows, copy, versions, notes, minfo, command, backend, extra:
     L.append("- B, fresh outputs: glibc's defaults (tensors above its mmap threshold, at most 32 MiB, are "
              "mmapped and page-faulted anew on every call). **Stitch hook** = the Python binding's PyTorch "
              "path `stitch.Program.run_torch(inputs)` (python/stitch: `torch.empty` outputs per call, one C "
-             "call), as the PyTorch hook runs a compiled piece; it gives outputs of 4 MiB or more mappings of "
+             "call), as the PyTorch hook runs a compiled piece; it gives outputs of 32 MiB or more mappings of "
              "their own in transparent huge pages (one fault per 2 MiB, `madvise(MADV_HUGEPAGE)`), as the "
              "hook does by default. **Stitch hook, 4 KiB pages** = the same with STITCH_HUGE_PAGES=0: 4 KiB faults, as the "
              "peers' outputs take them (PyTorch gives its own tensors huge pages only with "

@@ -31,14 +31,17 @@ programs) and adds only what Python callers expect:
 * Fresh host outputs and page faults: a CPU output of many megabytes is a fresh mapping
   (``torch.empty`` above glibc's mmap threshold) whose every 4 KiB page faults on first touch;
   on the machines we run on a fault costs about as much as writing the page, so the faults, not
-  the kernel, set the time of a large piece. run_torch gives each host output of 4 MiB or more
+  the kernel, set the time of a large piece. run_torch gives each host output of 32 MiB or more
   a private anonymous mapping of its own, advised into transparent huge pages
   (``madvise(MADV_HUGEPAGE)``), as a tensor over it (``torch.frombuffer``: the tensor keeps the
   ``mmap`` object, whose release unmaps it when the tensor dies): a 2 MiB page faults once, 4x
   less time per byte on the development VM, and the call costs less than ``torch.empty``'s.
-  The mapping is its own so that the advice never lands on the allocator's heap, where it made
-  later small tensors fault whole 2 MiB pages (a 10x slower 1 MB layer norm, measured). The
-  advice is a hint (with THP ``never`` nothing changes); such tensors are not resizable, as
+  The mapping is its own so that the advice never lands on the allocator's heap, and from 32 MiB
+  because glibc maps (and faults) every block that large anyway: its adaptive mmap threshold,
+  which rises to the size of the blocks a program frees, up to 32 MiB, so that smaller repeated
+  blocks come from a heap already faulted, sees the same frees as before. (Taking 4 MiB blocks
+  from it kept the threshold low, and a 1 MB layer norm after a large graph then faulted its
+  output on every call: 10x slower, measured.) The advice is a hint (with THP ``never`` nothing changes); such tensors are not resizable, as
   any from ``torch.frombuffer``. ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for
   smaller outputs (PyTorch offers huge pages for its own tensors through
   ``THP_MEM_ALLOC_ENABLE=1``).
@@ -896,9 +899,9 @@ class _TorchCall:
 
 
 # Host outputs from this size up get a huge-page mapping of their own (design note at the top):
-# at least one whole 2 MiB page fits in them, and their faults cost milliseconds against the few
-# microseconds of the mapping.
-_HUGE_OUTPUT_BYTES = 4 << 20
+# glibc's largest mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit), above which it maps
+# every block; their faults cost milliseconds against the few microseconds of the mapping.
+_HUGE_OUTPUT_BYTES = 32 << 20
 
 
 def _huge_pages_wanted() -> bool:

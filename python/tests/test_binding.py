@@ -252,7 +252,7 @@ def test_run_torch_maps_large_host_outputs_into_huge_pages(monkeypatch):
     if _thp_mode() != "madvise":  # "always" makes every mapping eligible, "never" none
         pytest.skip("transparent huge pages are not in madvise mode here")
     text = "graph g(x: f32[N, M]) {\n y = mul(x, 2)\n m = reduce_max(x, axes=[1])\n return y, m\n}\n"
-    x = torch.randn(1024, 4096)  # 16 MiB
+    x = torch.randn(2048, 4096)  # 32 MiB: the smallest output that gets a mapping
     for env, huge in [(None, True), ("1", True), ("0", False)]:
         if env is None:
             monkeypatch.delenv("STITCH_HUGE_PAGES", raising=False)
@@ -271,8 +271,10 @@ def test_run_torch_maps_large_host_outputs_into_huge_pages(monkeypatch):
                 assert not y.untyped_storage().resizable() if hasattr(y, "untyped_storage") else True
                 del y
                 assert _mapping(lo) is None
-            # Small outputs (4 KiB of maxima) come from torch.empty, on the allocator's heap.
+            # Smaller outputs (8 KiB of maxima, and 16 MiB below) come from torch.empty.
             assert not _mapping(m.data_ptr())[2]
+            (half, _) = p.run_torch([x[:1024]])
+            assert not _mapping(half.data_ptr())[2]
     monkeypatch.setenv("STITCH_HUGE_PAGES", "maybe")
     with pytest.raises(ValueError, match="STITCH_HUGE_PAGES=maybe"):
         _engine().compile(stitch.parse(text)).run_torch([x])
