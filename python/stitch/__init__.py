@@ -41,10 +41,10 @@ programs) and adds only what Python callers expect:
   which rises to the size of the blocks a program frees, up to 32 MiB, so that smaller repeated
   blocks come from a heap already faulted, sees the same frees as before. (Taking 4 MiB blocks
   from it kept the threshold low, and a 1 MB layer norm after a large graph then faulted its
-  output on every call: 10x slower, measured.) The advice is a hint (with THP ``never`` nothing changes); such tensors are not resizable, as
-  any from ``torch.frombuffer``. ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for
-  smaller outputs (PyTorch offers huge pages for its own tensors through
-  ``THP_MEM_ALLOC_ENABLE=1``). The default suits glibc's default settings, which map and fault
+  output on every call: 10x slower, measured.) The advice is a hint (with THP ``never``
+  nothing changes); such tensors are not resizable, as any from ``torch.frombuffer``.
+  ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for smaller outputs (PyTorch offers
+  huge pages for its own tensors through ``THP_MEM_ALLOC_ENABLE=1``). The default suits glibc's default settings, which map and fault
   such blocks on every call; under an allocator that keeps freed memory (jemalloc, tcmalloc, glibc
   with ``MALLOC_MMAP_THRESHOLD_`` raised) ``torch.empty`` reuses pages already faulted and is
   faster: 0 there (the CPU benchmark's setting A shows the cost: BENCHMARKS.md).
@@ -64,8 +64,8 @@ import glob
 import json
 import mmap
 import os
-import threading
 import sys
+import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _env
@@ -775,7 +775,8 @@ class Program:
         if sig.huge:
             outs = [_huge_page_empty(*h) if h else
                     empty_like(ins[i], memory_format=contiguous) if i >= 0 else
-                    empty(shape, dtype=dt, device=dev) for h, i, (shape, dt, dev) in zip(sig.huge, sig.like, sig.outputs)]
+                    empty(shape, dtype=dt, device=dev)
+                    for h, i, (shape, dt, dev) in zip(sig.huge, sig.like, sig.outputs)]
         else:
             outs = [empty_like(ins[i], memory_format=contiguous) if i >= 0 else
                     empty(shape, dtype=dt, device=dev) for i, (shape, dt, dev) in zip(sig.like, sig.outputs)]
@@ -881,9 +882,11 @@ class _TorchSignature:
                 count = 1
                 for d in shape:
                     count *= d
-                nbytes = count * torch_dtype.itemsize if hasattr(torch_dtype, "itemsize") else \
-                    count * torch.empty((), dtype=torch_dtype).element_size()
-                self.huge.append((nbytes, torch_dtype, count, shape) if nbytes >= _HUGE_OUTPUT_BYTES else None)
+                # dtype.itemsize is PyTorch 2.1's; 1.13 (Debian's) has element_size only.
+                nbytes = count * (torch_dtype.itemsize if hasattr(torch_dtype, "itemsize") else
+                                  torch.empty((), dtype=torch_dtype).element_size())
+                big = nbytes >= _HUGE_OUTPUT_BYTES
+                self.huge.append((nbytes, torch_dtype, count, shape) if big else None)
             if not any(self.huge):
                 self.huge = []
 
