@@ -43,11 +43,12 @@ programs) and adds only what Python callers expect:
   from it kept the threshold low, and a 1 MB layer norm after a large graph then faulted its
   output on every call: 10x slower, measured.) The advice is a hint (with THP ``never``
   nothing changes); such tensors are not resizable, as any from ``torch.frombuffer``.
-  ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for smaller outputs (PyTorch offers
-  huge pages for its own tensors through ``THP_MEM_ALLOC_ENABLE=1``). The default suits glibc's default settings, which map and fault
-  such blocks on every call; under an allocator that keeps freed memory (jemalloc, tcmalloc, glibc
-  with ``MALLOC_MMAP_THRESHOLD_`` raised) ``torch.empty`` reuses pages already faulted and is
-  faster: 0 there (the CPU benchmark's setting A shows the cost: BENCHMARKS.md).
+  ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for smaller outputs (PyTorch offers huge
+  pages for its own tensors through ``THP_MEM_ALLOC_ENABLE=1``). The default suits glibc's default
+  settings, which map and fault such blocks on every call; under an allocator that keeps freed
+  memory (jemalloc, tcmalloc, glibc with ``MALLOC_MMAP_THRESHOLD_`` raised) ``torch.empty`` reuses
+  pages already faulted and is faster: 0 there (the CPU benchmark's setting A shows the cost:
+  BENCHMARKS.md).
 * Ownership: each handle is owned by one Python object whose ``close()`` (also ``__del__`` and
   the context-manager exit) calls the matching ``_destroy``. Graphs borrowed from a parsed module
   keep the module alive and are never destroyed on their own, as stitch.h requires.
