@@ -773,7 +773,7 @@ class Program:
         if sig is None:
             sig = self._torch_signature(ins, key)
         empty, empty_like, contiguous = sig.empty, sig.empty_like, sig.contiguous
-        if sig.huge:
+        if sig.huge:  # apart, so that the usual call pays nothing for huge pages
             outs = [_huge_page_empty(*h) if h else
                     empty_like(ins[i], memory_format=contiguous) if i >= 0 else
                     empty(shape, dtype=dt, device=dev)
