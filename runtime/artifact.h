@@ -73,6 +73,11 @@ struct KernelArtifact {
   std::string name;
   std::vector<KernelBuffer> params;
   std::vector<PhaseBuffers> phases;
+  // The values of the code's size arguments (a kernel of a shape class reads the sizes of this
+  // artifact's signature from them; host entries take a pointer to them after their buffers).
+  // Empty: the code has every size compiled in. Like params and the entry points' units, they
+  // belong to the artifact: one compiled code serves every artifact whose key it has.
+  std::vector<int64_t> sizes;
   std::vector<KernelCode> forms;  // preferred first; a backend runs the first whose needs hold
 };
 

@@ -57,15 +57,17 @@ CacheStats& CacheStats::operator+=(const CacheStats& o) {
   corruptEntries += o.corruptEntries;
   compiles += o.compiles;
   compileSeconds += o.compileSeconds;
+  shapeClasses += o.shapeClasses;
+  classSizes += o.classSizes;
   return *this;
 }
 
 std::string CacheStats::toString() const {
   return fmt::format(
       "memory {} hits / {} misses, disk {} hits / {} misses / {} writes, {} corrupt entries, "
-      "{} compiles in {:.3f} s",
+      "{} compiles in {:.3f} s, {} shape classes serving {} sizes",
       memoryHits, memoryMisses, diskHits, diskMisses, diskWrites, corruptEntries, compiles,
-      compileSeconds);
+      compileSeconds, shapeClasses, classSizes);
 }
 
 void CacheStatsCounter::compiled(std::chrono::nanoseconds took) {

@@ -184,6 +184,10 @@ struct CacheStats {
   uint64_t corruptEntries = 0;
   uint64_t compiles = 0;
   double compileSeconds = 0;
+  // Shape classes (host): the compiled codes that read size arguments, and the distinct sizes
+  // they served in all (classSizes / shapeClasses: signatures a class kernel served on average).
+  uint64_t shapeClasses = 0;
+  uint64_t classSizes = 0;
 
   CacheStats& operator+=(const CacheStats& o);
   std::string toString() const;

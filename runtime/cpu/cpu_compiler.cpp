@@ -61,15 +61,21 @@ CompiledKernel compiledPhase(const KernelArtifact& a, size_t phase, OrcJit& jit,
                              const std::string& symbol, std::shared_ptr<const void> owner) {
   auto fn = jit.lookup(symbol);
   if (!fn) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(fn.takeError()));
+  return withCode(a, phase, reinterpret_cast<KernelFn>(*fn), std::move(owner));
+}
+
+CompiledKernel withCode(const KernelArtifact& a, size_t phase, KernelFn fn,
+                        std::shared_ptr<const void> owner) {
   const PhaseBuffers& ph = a.phases.at(phase);
   const EntryPoint& e = a.forms.at(0).phases.at(phase);
   CompiledKernel ck;
-  ck.fn = reinterpret_cast<KernelFn>(*fn);
+  ck.fn = fn;
   ck.units = e.units;
   ck.grain = e.grain;
   for (size_t j = 0; j < ph.params.size(); ++j)
     (static_cast<int>(j) < ph.numInputs ? ck.inputs : ck.outputs)
         .push_back(a.params.at(static_cast<size_t>(ph.params[j])));
+  ck.sizes = a.sizes;
   ck.owner = std::move(owner);
   return ck;
 }

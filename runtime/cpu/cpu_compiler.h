@@ -44,6 +44,10 @@ llvm::orc::ThreadSafeModule parseModule(const KernelCode& code, const std::strin
 // Phase `phase` of kernel `a`, JIT-compiled as `symbol`, as a CompiledKernel keeping `owner`.
 CompiledKernel compiledPhase(const KernelArtifact& a, size_t phase, OrcJit& jit,
                              const std::string& symbol, std::shared_ptr<const void> owner);
+// Phase `phase` of kernel `a` run by `fn` (code compiled for `a` or for another artifact with
+// its key): the units, grain, buffers and size arguments are a's.
+CompiledKernel withCode(const KernelArtifact& a, size_t phase, KernelFn fn,
+                        std::shared_ptr<const void> owner);
 
 // Kernels compiled as one module; result i is kernel i's phases (their first form's code).
 std::vector<std::vector<CompiledKernel>> compileArtifacts(std::span<const KernelArtifact> kernels,

@@ -29,6 +29,9 @@ struct CompiledKernel {
   bool serial = false;
   std::vector<KernelBuffer> inputs;
   std::vector<KernelBuffer> outputs;
+  // The code's size arguments (KernelArtifact::sizes): when not empty, fn finds a pointer to
+  // them after the outputs' pointers.
+  std::vector<int64_t> sizes;
   // Keeps the code alive (e.g. the JIT resource tracker) as long as the kernel is used.
   std::shared_ptr<const void> owner;
 };

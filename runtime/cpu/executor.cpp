@@ -67,7 +67,7 @@ void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const CompiledKernel& k = kernels[ki];
     STITCH_INTERNAL(k.fn != nullptr, "cpu kernel {} has no code", ki);
-    const size_t n = k.inputs.size() + k.outputs.size();
+    const size_t n = k.inputs.size() + k.outputs.size() + (k.sizes.empty() ? 0 : 1);
     std::array<void*, kInlineBuffers> inlineBuffers;
     std::vector<void*> heapBuffers;
     void** buffers = inlineBuffers.data();
@@ -85,6 +85,7 @@ void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
     };
     for (const auto& b : k.inputs) gather(b);
     for (const auto& b : k.outputs) gather(b);
+    if (!k.sizes.empty()) buffers[i++] = const_cast<int64_t*>(k.sizes.data());
 
     KernelFn fn = k.fn;
     void* const* args = buffers;

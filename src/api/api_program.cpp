@@ -30,6 +30,7 @@
 #include "driver/driver.h"
 #include "fusion/explain.h"
 #include "ir/signature.h"
+#include "lower/size_args.h"
 #include "reference/interpreter.h"
 #include "support/hash.h"
 #include "support/logging.h"
@@ -105,9 +106,21 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
     if (!f) log().warn("STITCH_DUMP={}: cannot write {}", what, path);
     else log().info("STITCH_DUMP={}: wrote {}", what, path);
   };
-  if (c.dumpPlan)
+  if (c.dumpPlan) {
+    // Which shape class each kernel ran as (lower/size_args.h): its code's key, shared by every
+    // signature of the class, and the size arguments this signature passes it.
+    std::string classes;
+    for (size_t i = 0; i < b.artifact.kernels.size(); ++i) {
+      const rt::KernelArtifact& k = b.artifact.kernels[i];
+      classes += fmt::format("# kernel {} ({}): code {:016x}, ", i, k.name,
+                             k.forms.at(0).key.hash());
+      classes += k.sizes.empty() ? std::string("sizes compiled in\n")
+                                 : "shape class, size arguments " +
+                                       lower::sizeArgsText(b.programs.at(i)) + "\n";
+    }
     write("plan", "plan.txt",
-          "# signature " + key + "\n" + fusion::explainText(p.optimized, b.plan));
+          "# signature " + key + "\n" + classes + fusion::explainText(p.optimized, b.plan));
+  }
   for (size_t i = 0; i < b.artifact.kernels.size(); ++i) {
     const rt::KernelCode& code = b.artifact.kernels[i].forms.at(0);
     switch (code.language) {

@@ -12,10 +12,12 @@
 #include "fusion/planner.h"
 #include "ir/printer.h"
 #include "lower/launch.h"
+#include "lower/size_args.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
+#include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -80,12 +82,18 @@ rt::KernelCode emitGpu(const lower::KernelProgram& p, const rt::Target& t, bool 
 rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
 #if defined(STITCH_HAVE_LLVM)
   rt::KernelCode code;
-  code.key = hostKernelKey(p, t.host, t.hostOptions);
   // Symbols are a function of the key, so an object from the disk cache defines the names this
   // process looks up, and two kernels never define one name in one JIT.
-  const std::string prefix = fmt::format("stitch_{:016x}", code.key.hash());
+  codegen::NamedIR ir = codegen::namedProgramIR(
+      p,
+      [&](const std::string& keyText) {
+        code.key = hostKernelKey(keyText, t.host, t.hostOptions);
+        return fmt::format("stitch_{:016x}", code.key.hash());
+      },
+      {t.hostOptions.streamingStoreBytes});
+  const std::string& prefix = ir.prefix;
   code.language = rt::CodeLanguage::LlvmIr;
-  code.text = codegen::programIR(p, prefix, {t.hostOptions.streamingStoreBytes});
+  code.text = std::move(ir.text);
   // emitProgram names phase i PREFIX_i (llvm_emitter.h).
   for (size_t i = 0; i < p.phases.size(); ++i) {
     rt::EntryPoint e;
@@ -104,6 +112,21 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
 #endif
 }
 
+bool shapeClassesEnabled() { return env::getBool("STITCH_SHAPE_CLASSES", true); }
+
+// Marks the sizes of p (kernel k lowered under a signature's bindings) that `moved` changes as
+// size arguments. A kernel the perturbed sizes cannot lower (a size the graph constrains) keeps
+// every size compiled in: the moved program only chooses the arguments, so skipping it is
+// always sound.
+void markMovedSizes(lower::KernelProgram& p, const ir::Graph& optimized, const fusion::Kernel& k,
+                    const ir::Bindings& moved) {
+  try {
+    lower::markSizeArgs(p, lower::lowerKernel(optimized, k, moved));
+  } catch (const Error& e) {
+    log().debug("kernel {}: sizes compiled in ({})", p.name, e.what());
+  }
+}
+
 }  // namespace
 
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& t) {
@@ -112,6 +135,7 @@ rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& t
   for (const lower::Param& q : p.params)
     a.params.push_back(rt::KernelBuffer{q.value, q.scratch, q.dtype, q.elements});
   for (const lower::Phase& ph : p.phases) a.phases.push_back({ph.buffers, ph.numInputs});
+  a.sizes = p.sizeArgs.values;
   switch (t.kind) {
     case rt::BackendKind::Cpu: a.forms.push_back(emitHost(p, t)); break;
     case rt::BackendKind::Cuda:
@@ -214,12 +238,17 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   a.name = optimized.name();
   a.external.assign(optimized.inputs().begin(), optimized.inputs().end());
   a.external.insert(a.external.end(), optimized.outputs().begin(), optimized.outputs().end());
+  // Shape classes (lower/size_args.h): the host emitter reads sizes that the signature's symbols
+  // move as arguments, so that other sizes of the class share the compiled kernel.
+  const bool classes = !isGpu(target.kind) && !bindings.empty() && shapeClassesEnabled();
+  const ir::Bindings moved = classes ? lower::perturbedBindings(bindings) : ir::Bindings{};
   for (const fusion::Kernel& k : out.plan.kernels) {
     // GPU programs carry the launch the planner priced (Phase::levels, lower/launch.h), decided
     // for the same machine facts; the emitter prints that launch.
     out.programs.push_back(isGpu(target.kind) ? lower::lowerKernel(optimized, k, bindings,
                                                                    lower::launchTarget(profile))
                                               : lower::lowerKernel(optimized, k, bindings));
+    if (classes) markMovedSizes(out.programs.back(), optimized, k, moved);
     a.kernels.push_back(emitKernel(out.programs.back(), target));
   }
   // Labels of the values the kernels touch, for messages about their memory.

@@ -2,6 +2,9 @@
 #include "driver/keys.h"
 
 #include "lower/serialize.h"
+#if defined(STITCH_HAVE_LLVM)
+#include "codegen/llvm/llvm_emitter.h"
+#endif
 #include "support/hash.h"
 
 namespace stitch::driver {
@@ -25,13 +28,13 @@ uint64_t deviceHeadersDigest() {
 
 }  // namespace
 
-rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
+rt::CacheKey hostKernelKey(const std::string& keyText, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options) {
   const auto& [triple, cpu, features, llvmVersion] = target;
   const auto& [optLevel, mathLibrary, streamingStoreBytes] = options;
   rt::CacheKey key;
   key.add("backend", "cpu")
-      .add("program", lower::serializeProgram(p))
+      .add("code", keyText)
       .add("triple", triple)
       .add("cpu", cpu)
       .add("features", features)
@@ -41,6 +44,16 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
       .add("streaming-store-bytes", lower::canonicalBytes(streamingStoreBytes));
   return key;
 }
+
+#if defined(STITCH_HAVE_LLVM)
+rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
+                           const rt::HostCompileOptions& options) {
+  const codegen::NamedIR ir = codegen::namedProgramIR(
+      p, [](const std::string&) { return std::string("stitch_kernel"); },
+      {options.streamingStoreBytes});
+  return hostKernelKey(ir.keyText, target, options);
+}
+#endif
 
 rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& emit, const rt::GpuCompilerId& compiler) {

@@ -1,7 +1,8 @@
 // Cache keys of kernel code: pure functions of what the compiled bytes depend on.
 //
-// A key (runtime/kernel_cache.h, CacheKey) is the kernel program's canonical serialization
-// (lower/serialize.h: every field), the target attribute by attribute, the compile or emit
+// A key (runtime/kernel_cache.h, CacheKey) is the kernel's code (host: the LLVM IR it compiles) or
+// program's canonical serialization (GPU; lower/serialize.h: every field), the target attribute
+// by attribute, the compile or emit
 // options, and (added by CacheKey itself) the library version and build identity. Each builder
 // unpacks its structs with structured bindings naming every member, so a field added to a target
 // or an option does not compile until it is part of the key. tests/lower/test_program_key.cpp
@@ -15,8 +16,14 @@
 
 namespace stitch::driver {
 
-// Host: the program, the JIT's machine (triple, CPU name, every feature, LLVM version) and its
-// options (optimization level, the math library and its version).
+// Host: the code, the JIT's machine (triple, CPU name, every feature, LLVM version) and its
+// options (optimization level, the math library and its version, the streaming-store size). The
+// code is the program's LLVM IR with neutral function names (codegen::namedProgramIR's keyText):
+// what the JIT compiles, so a key is complete by construction, and the one key of every program
+// of a shape class (lower/size_args.h: sizes read as arguments print the same IR).
+rt::CacheKey hostKernelKey(const std::string& keyText, const rt::HostTarget& target,
+                           const rt::HostCompileOptions& options);
+// The same from a program: its IR emitted for `options` (a build with LLVM only).
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options);
 

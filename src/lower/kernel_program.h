@@ -170,11 +170,33 @@ struct Phase {
   Block elems;                // the element loop (loop phases: the whole body)
 };
 
+// Run-time sizes (lower/size_args.h): which sizes of a phase its kernel reads from the kernel's
+// size arguments instead of compiling them in. Each field is an argument index into
+// SizeArgs::values, or -1: the size is compiled in.
+struct PhaseSizeArgs {
+  int units = -1;
+  int chunk = -1;
+  int total = -1;
+  int rowLength = -1;
+  std::vector<int> insts;      // per instruction: its ivalue (Const i64, IMulC, IDivC, IRemC)
+  std::vector<int> accCounts;  // per accumulator: its count (a mean's divisor)
+};
+
+// A program's size arguments: empty (every size compiled in, the program's code is for its
+// sizes only), or one PhaseSizeArgs per phase and the arguments' values for these sizes. The
+// values fields name are also still in the fields (a program stays complete and runnable as
+// it is); an emitter that reads the arguments makes one code for every program of the class.
+struct SizeArgs {
+  std::vector<int64_t> values;
+  std::vector<PhaseSizeArgs> phases;
+};
+
 struct KernelProgram {
   std::string name;
   std::vector<Param> params;
   std::vector<Phase> phases;  // run in order
   int scratchSlots = 0;
+  SizeArgs sizeArgs;
 };
 
 // Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`.

@@ -18,6 +18,7 @@ void write(CanonicalWriter& w, const Block& x);
 void write(CanonicalWriter& w, const Stage& x);
 void write(CanonicalWriter& w, const Levels& x);
 void write(CanonicalWriter& w, const Phase& x);
+void write(CanonicalWriter& w, const PhaseSizeArgs& x);
 
 void write(CanonicalWriter& w, const Inst& x) {
   const auto& [kind, dtype, op, args, buffer, acc, ivalue, fvalue] = x;
@@ -129,12 +130,25 @@ void write(CanonicalWriter& w, const Phase& x) {
   write(w, elems);
 }
 
+void write(CanonicalWriter& w, const PhaseSizeArgs& x) {
+  const auto& [units, chunk, total, rowLength, insts, accCounts] = x;
+  w.integer(units);
+  w.integer(chunk);
+  w.integer(total);
+  w.integer(rowLength);
+  write(w, insts);
+  write(w, accCounts);
+}
+
 void write(CanonicalWriter& w, const KernelProgram& x) {
-  const auto& [name, params, phases, scratchSlots] = x;
+  const auto& [name, params, phases, scratchSlots, sizeArgs] = x;
   w.string(name);
   write(w, params);
   write(w, phases);
   w.integer(scratchSlots);
+  const auto& [values, phaseArgs] = sizeArgs;
+  write(w, values);
+  write(w, phaseArgs);
 }
 
 }  // namespace

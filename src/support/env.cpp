@@ -26,6 +26,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_SPIN_US", "an integer from 0 to 100000 (microseconds)"},
     {"STITCH_CPU_OPENMP", "a boolean"},
     {"STITCH_CPU_STREAMING_STORES", "a boolean"},
+    {"STITCH_SHAPE_CLASSES", "a boolean"},
     {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
     {"STITCH_HUGE_PAGES", "a boolean (the Python package's host outputs)"},

@@ -31,6 +31,7 @@
 #include "ir/printer.h"
 #include "lower/kernel_program.h"
 #include "lower/serialize.h"
+#include "lower/size_args.h"
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
@@ -59,13 +60,16 @@ ir::Bindings fives(const ir::Graph& g) {
 }
 
 // The kernel programs of g as the host backend lowers them (after the passes, planned for the
-// host profile).
+// host profile), with their size arguments (lower/size_args.h) where g has symbols.
 std::vector<KernelProgram> lowerGraph(const ir::Graph& original, const ir::Bindings& b,
                                       std::string_view profile = "host") {
   ir::Graph g = passes::runPasses(original);
   fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile(profile), {});
   std::vector<KernelProgram> out;
-  for (const fusion::Kernel& k : plan.kernels) out.push_back(lowerKernel(g, k, b));
+  for (const fusion::Kernel& k : plan.kernels) {
+    out.push_back(lowerKernel(g, k, b));
+    if (!b.empty()) markSizeArgs(out.back(), lowerKernel(g, k, perturbedBindings(b)));
+  }
   return out;
 }
 
@@ -188,7 +192,7 @@ using Getter = std::function<T&(KernelProgram&)>;
 class Mutations {
  public:
   explicit Mutations(const KernelProgram& p) {
-    const auto& [name, params, phases, scratchSlots] = p;
+    const auto& [name, params, phases, scratchSlots, sizeArgs] = p;
     scalar<std::string>(
         "KernelProgram::name", "", [](KernelProgram & q) -> auto& { return q.name; });
     vectorOf<Param>(
@@ -203,6 +207,33 @@ class Mutations {
     scalar<int>(
         "KernelProgram::scratchSlots", "",
         [](KernelProgram & q) -> auto& { return q.scratchSlots; });
+    const auto& [values, phaseArgs] = sizeArgs;
+    vectorOf<int64_t>(
+        "SizeArgs::values", "sizeArgs.values",
+        values, [](KernelProgram & q) -> auto& { return q.sizeArgs.values; });
+    for (size_t j = 0; j < phaseArgs.size(); ++j) {
+      const auto& [units, chunk, total, rowLength, insts, accCounts] = phaseArgs[j];
+      const std::string at = "sizeArgs.phases[" + std::to_string(j) + "]";
+      auto get = [j](KernelProgram& q) -> PhaseSizeArgs& { return q.sizeArgs.phases[j]; };
+      scalar<int>(
+          "PhaseSizeArgs::units", at, [get](KernelProgram & q) -> auto& { return get(q).units; });
+      scalar<int>(
+          "PhaseSizeArgs::chunk", at, [get](KernelProgram & q) -> auto& { return get(q).chunk; });
+      scalar<int>(
+          "PhaseSizeArgs::total", at, [get](KernelProgram & q) -> auto& { return get(q).total; });
+      scalar<int>(
+          "PhaseSizeArgs::rowLength",
+          at, [get](KernelProgram & q) -> auto& { return get(q).rowLength; });
+      vectorOf<int>(
+          "PhaseSizeArgs::insts", at + ".insts",
+          insts, [get](KernelProgram & q) -> auto& { return get(q).insts; });
+      vectorOf<int>(
+          "PhaseSizeArgs::accCounts", at + ".accCounts",
+          accCounts, [get](KernelProgram & q) -> auto& { return get(q).accCounts; });
+    }
+    lengths<PhaseSizeArgs>(
+        "SizeArgs::phases", "sizeArgs.phases",
+        [](KernelProgram & q) -> auto& { return q.sizeArgs.phases; }, phaseArgs.empty());
   }
   const std::vector<Mutation>& all() const { return all_; }
 
@@ -338,6 +369,21 @@ std::set<std::string> everyField() {
       "KernelProgram::phases#grow",
       "KernelProgram::phases#shrink",
       "KernelProgram::scratchSlots",
+      "SizeArgs::values[]",
+      "SizeArgs::values#grow",
+      "SizeArgs::values#shrink",
+      "SizeArgs::phases#grow",
+      "SizeArgs::phases#shrink",
+      "PhaseSizeArgs::units",
+      "PhaseSizeArgs::chunk",
+      "PhaseSizeArgs::total",
+      "PhaseSizeArgs::rowLength",
+      "PhaseSizeArgs::insts[]",
+      "PhaseSizeArgs::insts#grow",
+      "PhaseSizeArgs::insts#shrink",
+      "PhaseSizeArgs::accCounts[]",
+      "PhaseSizeArgs::accCounts#grow",
+      "PhaseSizeArgs::accCounts#shrink",
       "Phase::name",
       "Phase::reduce",
       "Phase::units",

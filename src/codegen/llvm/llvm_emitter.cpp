@@ -413,8 +413,11 @@ std::optional<std::vector<IndexForm>> rowTileForms(const lower::Phase& ph, int64
 
 class PhaseEmitter {
  public:
-  PhaseEmitter(llvm::Module& m, const lower::Phase& ph)
-      : C_(m.getContext()), M_(m), B_(C_), ph_(ph) {}
+  // `args`: the phase's size arguments (lower/size_args.h), or null when every size is compiled
+  // in; `numArgs` of the program's.
+  PhaseEmitter(llvm::Module& m, const lower::Phase& ph, const lower::PhaseSizeArgs* args,
+               size_t numArgs)
+      : C_(m.getContext()), M_(m), B_(C_), ph_(ph), args_(args), numArgs_(numArgs) {}
 
   void emit(const std::string& name);
 
@@ -452,6 +455,19 @@ class PhaseEmitter {
   }
   llvm::Value* ix(int id) const { return vals_[static_cast<size_t>(id)]; }
   llvm::Value* i64(int64_t v) { return B_.getInt64(static_cast<uint64_t>(v)); }
+  // A size as a value: argument `arg`'s (loaded in the entry block) or the constant `v`. Sizes
+  // are only read here where the code uses them as values; decisions keep reading the fields,
+  // and come out in the code (size_args.h).
+  llvm::Value* size(int64_t v, int arg) {
+    return arg < 0 ? i64(v) : argVals_[static_cast<size_t>(arg)];
+  }
+  llvm::Value* units() { return size(ph_.units, args_ ? args_->units : -1); }
+  llvm::Value* rowLength() { return size(ph_.rowLength, args_ ? args_->rowLength : -1); }
+  // An instruction's immediate (Const i64, IMulC, IDivC, IRemC).
+  llvm::Value* imm(int id) {
+    const Inst& in = ph_.insts[static_cast<size_t>(id)];
+    return size(in.ivalue, args_ ? args_->insts[static_cast<size_t>(id)] : -1);
+  }
 
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
     return B_.CreateIntrinsic(id, {args[0]->getType()}, args);
@@ -529,10 +545,12 @@ class PhaseEmitter {
         B_.CreateGEP(mtype(in.dtype), bufs_[static_cast<size_t>(in.buffer)], val(in.args[0]));
     B_.CreateStore(v, p);
   }
-  llvm::Value* constant(const Inst& in) {
+  llvm::Value* constant(int id) {
+    const Inst& in = ph_.insts[static_cast<size_t>(id)];
     llvm::Type* t = ctype(in.dtype);
     if (ir::isFloat(in.dtype)) return llvm::ConstantFP::get(t, in.fvalue);
     if (in.dtype == DType::Bool) return B_.getInt1(in.ivalue != 0);
+    if (in.dtype == DType::I64) return imm(id);
     return llvm::ConstantInt::get(t, static_cast<uint64_t>(in.ivalue), true);
   }
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
@@ -594,6 +612,9 @@ class PhaseEmitter {
   llvm::Module& M_;
   llvm::IRBuilder<> B_;
   const lower::Phase& ph_;
+  const lower::PhaseSizeArgs* args_;
+  size_t numArgs_;
+  std::vector<llvm::Value*> argVals_;  // the size arguments, loaded in the entry block
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> bufs_;
   std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
@@ -877,15 +898,13 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       continue;
     }
     switch (in.kind) {
-      case InstKind::Const: v = constant(in); break;
+      case InstKind::Const: v = constant(id); break;
       case InstKind::UnitIndex: v = unit_; break;
       case InstKind::LoopIndex: v = loopIndex_; break;
       case InstKind::IAdd: v = B_.CreateAdd(ix(in.args[0]), ix(in.args[1]), "", false, true); break;
-      case InstKind::IMulC:
-        v = B_.CreateMul(ix(in.args[0]), i64(in.ivalue), "", false, true);
-        break;
-      case InstKind::IDivC: v = B_.CreateUDiv(ix(in.args[0]), i64(in.ivalue)); break;
-      case InstKind::IRemC: v = B_.CreateURem(ix(in.args[0]), i64(in.ivalue)); break;
+      case InstKind::IMulC: v = B_.CreateMul(ix(in.args[0]), imm(id), "", false, true); break;
+      case InstKind::IDivC: v = B_.CreateUDiv(ix(in.args[0]), imm(id)); break;
+      case InstKind::IRemC: v = B_.CreateURem(ix(in.args[0]), imm(id)); break;
       case InstKind::Load: v = load(in); break;
       case InstKind::Store: store(in); break;
       case InstKind::AccRead: {
@@ -917,9 +936,9 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
       llvm::Value* vj = nullptr;
       switch (in.kind) {
         case InstKind::IAdd: vj = B_.CreateAdd(a, val(in.args[1]), "", false, true); break;
-        case InstKind::IMulC: vj = B_.CreateMul(a, i64(in.ivalue), "", false, true); break;
-        case InstKind::IDivC: vj = B_.CreateUDiv(a, i64(in.ivalue)); break;
-        case InstKind::IRemC: vj = B_.CreateURem(a, i64(in.ivalue)); break;
+        case InstKind::IMulC: vj = B_.CreateMul(a, imm(id), "", false, true); break;
+        case InstKind::IDivC: vj = B_.CreateUDiv(a, imm(id)); break;
+        case InstKind::IRemC: vj = B_.CreateURem(a, imm(id)); break;
         default: break;  // UnitIndex and LoopIndex are never opaque
       }
       valsJ_[static_cast<size_t>(id)] = vj;
@@ -982,8 +1001,12 @@ void PhaseEmitter::finishAccs(const lower::Stage& st) {
     llvm::Value* v;
     if (isWide(a)) {
       v = B_.CreateLoad(B_.getDoubleTy(), wideSlot(ai));
-      if (a.op == lower::ReduceOp::Mean)
-        v = B_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count)));
+      if (a.op == lower::ReduceOp::Mean) {
+        const int arg = args_ ? args_->accCounts[static_cast<size_t>(ai)] : -1;
+        v = B_.CreateFDiv(v, arg < 0 ? llvm::ConstantFP::get(v->getType(),
+                                                             static_cast<double>(a.count))
+                                     : B_.CreateSIToFP(size(a.count, arg), v->getType()));
+      }
     } else {
       v = B_.CreateLoad(accType(a), accSlot(ai));
     }
@@ -1003,7 +1026,17 @@ void PhaseEmitter::walkRow(const lower::Stage& st, const std::function<void(llvm
   const int64_t n = ph_.rowLength;
   const int64_t kBlock = contiguousWalk(ph_, st) ? kContiguousBlock : kStridedBlock;
   if (!wide || n <= kBlock) {
-    walk(i64(0), i64(n), step, prefetch);
+    walk(i64(0), rowLength(), step, prefetch);
+  } else if (args_ && args_->rowLength >= 0) {
+    // A row length known at run time: the same blocks, the count and the rest computed.
+    llvm::Value* len = rowLength();
+    llvm::Value* full = B_.CreateUDiv(len, i64(kBlock));
+    loop(i64(0), full, [&](llvm::Value* blk) {
+      llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
+      walk(base, B_.CreateAdd(base, i64(kBlock), "", true, true), step, prefetch);
+      flush();
+    });
+    walk(B_.CreateMul(full, i64(kBlock), "", true, true), len, step, prefetch);
   } else {
     loop(i64(0), i64(n / kBlock), [&](llvm::Value* blk) {
       llvm::Value* base = B_.CreateMul(blk, i64(kBlock), "", true, true);
@@ -1066,7 +1099,7 @@ llvm::Value* PhaseEmitter::indexAt(int id, llvm::Value* unit, llvm::Value* k,
   switch (in.kind) {
     case InstKind::Const:
       if (in.dtype != DType::I64) return nullptr;
-      return v = i64(in.ivalue);
+      return v = imm(id);
     case InstKind::UnitIndex: return v = unit;
     case InstKind::LoopIndex: return v = k;
     case InstKind::IAdd: {
@@ -1076,15 +1109,15 @@ llvm::Value* PhaseEmitter::indexAt(int id, llvm::Value* unit, llvm::Value* k,
     }
     case InstKind::IMulC: {
       llvm::Value* a = arg(0);
-      return v = a ? B_.CreateMul(a, i64(in.ivalue)) : nullptr;
+      return v = a ? B_.CreateMul(a, imm(id)) : nullptr;
     }
     case InstKind::IDivC: {
       llvm::Value* a = arg(0);
-      return v = a ? B_.CreateUDiv(a, i64(in.ivalue)) : nullptr;
+      return v = a ? B_.CreateUDiv(a, imm(id)) : nullptr;
     }
     case InstKind::IRemC: {
       llvm::Value* a = arg(0);
-      return v = a ? B_.CreateURem(a, i64(in.ivalue)) : nullptr;
+      return v = a ? B_.CreateURem(a, imm(id)) : nullptr;
     }
     default: return nullptr;  // a gathered index (a load) or an op: no prefetch
   }
@@ -1175,6 +1208,15 @@ void PhaseEmitter::emit(const std::string& name) {
                         ? bufs_[static_cast<size_t>(same - ph_.buffers.begin())]
                         : B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, i)));
   }
+  // The size arguments: a pointer after the phase's buffers, to the program's values.
+  if (args_) {
+    llvm::Value* sizes =
+        B_.CreateLoad(ptr, B_.CreateConstGEP1_64(ptr, buffers, ph_.buffers.size()), "sizes");
+    for (size_t k = 0; k < numArgs_; ++k)
+      argVals_.push_back(B_.CreateLoad(B_.getInt64Ty(),
+                                       B_.CreateConstGEP1_64(B_.getInt64Ty(), sizes, k),
+                                       fmt::format("size{}", k)));
+  }
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
     accSlots_.push_back(B_.CreateAlloca(accType(a)));
@@ -1202,12 +1244,14 @@ void PhaseEmitter::emit(const std::string& name) {
   if (ph_.reduce && (forms_.empty() || rowTiles_)) {
     cache_ = lower::rowCache(ph_, kRowCacheBytes);
     for (const lower::RowCache::Slot& s : cache_.slots)
-      rowArrays_.push_back(B_.CreateAlloca(ctype(s.dtype), i64(ph_.rowLength)));
+      rowArrays_.push_back(B_.CreateAlloca(ctype(s.dtype), rowLength()));
   }
   if (!ph_.reduce) {
-    llvm::Value* lo = B_.CreateMul(begin, i64(ph_.chunk));
-    llvm::Value* hi = B_.CreateMul(end, i64(ph_.chunk));
-    hi = B_.CreateSelect(B_.CreateICmpSLT(hi, i64(ph_.total)), hi, i64(ph_.total));
+    llvm::Value* chunk = size(ph_.chunk, args_ ? args_->chunk : -1);
+    llvm::Value* total = size(ph_.total, args_ ? args_->total : -1);
+    llvm::Value* lo = B_.CreateMul(begin, chunk);
+    llvm::Value* hi = B_.CreateMul(end, chunk);
+    hi = B_.CreateSelect(B_.CreateICmpSLT(hi, total), hi, total);
     if (!forms_.empty()) {
       tiles(lo, hi, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
         loop(jlo, jhi, [&](llvm::Value* j) {
@@ -1230,14 +1274,14 @@ void PhaseEmitter::emit(const std::string& name) {
       unit_ = u;
       if (!prefetched_.empty()) {
         llvm::Value* next = B_.CreateAdd(u, i64(stride), "", true, true);
-        nextUnit_ = B_.CreateSelect(B_.CreateICmpSLT(next, i64(ph_.units)), next, u);
+        nextUnit_ = B_.CreateSelect(B_.CreateICmpSLT(next, units()), next, u);
       }
       emitBlock(ph_.pre);
       for (const lower::Stage& st : ph_.stages) emitStage(st);
       emitBlock(ph_.post);
       if (!ph_.elems.insts.empty())
         walk(
-            i64(0), i64(ph_.rowLength),
+            i64(0), rowLength(),
             [&](llvm::Value* k) {
               loopIndex_ = k;
               emitBlock(ph_.elems);
@@ -1253,15 +1297,16 @@ void PhaseEmitter::emit(const std::string& name) {
       // [begin, end) are workers; worker w runs units w, w + W, ... in order (workers <= units),
       // or with workerBlocks the units [w * per, min((w + 1) * per, units)).
       const int64_t W = ph_.workers;
-      const int64_t per = (ph_.units + W - 1) / W;
+      llvm::Value* n = units();
+      llvm::Value* per = B_.CreateUDiv(B_.CreateAdd(n, i64(W - 1)), i64(W));
       loop(begin, end, [&](llvm::Value* w) {
         if (ph_.workerBlocks) {
-          llvm::Value* lo = B_.CreateMul(w, i64(per), "", true, true);
-          llvm::Value* hi = B_.CreateAdd(lo, i64(per), "", true, true);
-          loop(lo, B_.CreateSelect(B_.CreateICmpSLT(hi, i64(ph_.units)), hi, i64(ph_.units)), row);
+          llvm::Value* lo = B_.CreateMul(w, per, "", true, true);
+          llvm::Value* hi = B_.CreateAdd(lo, per, "", true, true);
+          loop(lo, B_.CreateSelect(B_.CreateICmpSLT(hi, n), hi, n), row);
           return;
         }
-        llvm::Value* trips = B_.CreateSDiv(B_.CreateSub(i64(ph_.units + W - 1), w), i64(W));
+        llvm::Value* trips = B_.CreateSDiv(B_.CreateSub(B_.CreateAdd(n, i64(W - 1)), w), i64(W));
         loop(i64(0), trips, [&](llvm::Value* j) {
           row(B_.CreateAdd(w, B_.CreateMul(j, i64(W), "", true, true), "", true, true));
         });
@@ -1337,7 +1382,9 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
   std::vector<std::string> names;
   for (size_t i = 0; i < p.phases.size(); ++i) {
     std::string name = fmt::format("{}_{}", prefix, i);
-    PhaseEmitter(m, p.phases[i]).emit(name);
+    const lower::SizeArgs& a = p.sizeArgs;
+    PhaseEmitter(m, p.phases[i], a.values.empty() ? nullptr : &a.phases[i], a.values.size())
+        .emit(name);
     std::string streamed = streamedBuffers(p, p.phases[i], options.streamingStoreBytes);
     if (!streamed.empty()) m.getFunction(name)->addFnAttr(rt::cpu::kStreamingBuffersAttr, streamed);
     names.push_back(name);
@@ -1361,15 +1408,41 @@ int64_t elementTile(const lower::Phase& ph) {
   return elementTileForms(ph, tile) ? tile : 0;
 }
 
+namespace {
+
+std::string printModule(const llvm::Module& m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
+}  // namespace
+
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix,
                       const HostEmitOptions& options) {
   llvm::LLVMContext ctx;
   llvm::Module m(prefix, ctx);
   emitProgram(p, prefix, m, options);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  m.print(os, nullptr);
-  return text;
+  return printModule(m);
+}
+
+NamedIR namedProgramIR(const lower::KernelProgram& p,
+                       const std::function<std::string(const std::string&)>& prefixFor,
+                       const HostEmitOptions& options) {
+  static const std::string kNeutral = "stitch_kernel";
+  llvm::LLVMContext ctx;
+  llvm::Module m(kNeutral, ctx);
+  std::vector<std::string> names = emitProgram(p, kNeutral, m, options);
+  NamedIR out;
+  out.keyText = printModule(m);
+  out.prefix = prefixFor(out.keyText);
+  for (size_t i = 0; i < names.size(); ++i)
+    m.getFunction(names[i])->setName(fmt::format("{}_{}", out.prefix, i));
+  m.setModuleIdentifier(out.prefix);
+  m.setSourceFileName(out.prefix);
+  out.text = printModule(m);
+  return out;
 }
 
 }  // namespace stitch::codegen

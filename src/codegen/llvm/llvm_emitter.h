@@ -3,7 +3,8 @@
 // Each phase of a KernelProgram becomes one function
 //   void NAME_<phase>(void* const* buffers, int64_t begin, int64_t end)
 // computing units [begin, end) of the phase; buffers are the phase's buffers in order (inputs,
-// then outputs), each compact row-major data in its dtype. Numbers follow the reference
+// then outputs), each compact row-major data in its dtype, then, for a program with size
+// arguments (lower/size_args.h), a pointer to the arguments' int64 values. Numbers follow the reference
 // interpreter: f16/bf16 are loaded and stored as i16 bits and computed in f32, every f16/bf16
 // result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32, f64
 // in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
@@ -34,6 +35,7 @@
 // JIT writes them with non-temporal stores after optimizing (runtime/cpu/streaming_stores.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,5 +71,19 @@ int64_t rowTile(const lower::Phase& ph);
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
 std::string programIR(const lower::KernelProgram& p, const std::string& prefix,
                       const HostEmitOptions& options = {});
+
+// The IR of `p` twice: `keyText` with neutral function names, what a cache key is made of (equal
+// for the programs of one shape class: lower/size_args.h), and `text`, the same module with its
+// functions named `prefix` + "_" + phase index, prefix = prefixFor(keyText). A phase with size
+// arguments reads them through one more pointer after its buffers (an array of int64, indexed
+// by argument).
+struct NamedIR {
+  std::string keyText;
+  std::string prefix;
+  std::string text;
+};
+NamedIR namedProgramIR(const lower::KernelProgram& p,
+                       const std::function<std::string(const std::string&)>& prefixFor,
+                       const HostEmitOptions& options = {});
 
 }  // namespace stitch::codegen
