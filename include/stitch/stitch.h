@@ -325,6 +325,11 @@ typedef struct {
   uint64_t corrupt_entries; /* disk entries found damaged: ignored, recompiled, rewritten */
   uint64_t compiles;        /* kernels compiled */
   double compile_seconds;   /* time spent compiling them */
+  /* Shape classes (cpu backend; README): compiled kernels that take their sizes as arguments,
+   * and the distinct sizes they served in all (class_sizes / shape_classes: input signatures a
+   * class kernel served on average). 0 on the other backends. */
+  uint64_t shape_classes;
+  uint64_t class_sizes;
 } stitch_cache_stats_t;
 
 STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,

@@ -175,6 +175,8 @@ class _CacheStats(ctypes.Structure):
         ("corrupt_entries", ctypes.c_uint64),
         ("compiles", ctypes.c_uint64),
         ("compile_seconds", ctypes.c_double),
+        ("shape_classes", ctypes.c_uint64),
+        ("class_sizes", ctypes.c_uint64),
     ]
 
 

@@ -132,8 +132,9 @@ stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_s
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     rt::CacheStats c = engine->config->backend->cacheStats();
-    *out = stitch_cache_stats_t{c.memoryHits, c.memoryMisses,   c.diskHits, c.diskMisses,
-                                c.diskWrites, c.corruptEntries, c.compiles, c.compileSeconds};
+    *out = stitch_cache_stats_t{c.memoryHits,   c.memoryMisses,   c.diskHits, c.diskMisses,
+                                c.diskWrites,   c.corruptEntries, c.compiles, c.compileSeconds,
+                                c.shapeClasses, c.classSizes};
     return STITCH_OK;
   })
 }

@@ -112,8 +112,8 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
     std::string classes;
     for (size_t i = 0; i < b.artifact.kernels.size(); ++i) {
       const rt::KernelArtifact& k = b.artifact.kernels[i];
-      classes += fmt::format("# kernel {} ({}): code {:016x}, ", i, k.name,
-                             k.forms.at(0).key.hash());
+      classes +=
+          fmt::format("# kernel {} ({}): code {:016x}, ", i, k.name, k.forms.at(0).key.hash());
       classes += k.sizes.empty() ? std::string("sizes compiled in\n")
                                  : "shape class, size arguments " +
                                        lower::sizeArgsText(b.programs.at(i)) + "\n";

@@ -84,13 +84,13 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
   rt::KernelCode code;
   // Symbols are a function of the key, so an object from the disk cache defines the names this
   // process looks up, and two kernels never define one name in one JIT.
-  codegen::NamedIR ir = codegen::namedProgramIR(
-      p,
-      [&](const std::string& keyText) {
-        code.key = hostKernelKey(keyText, t.host, t.hostOptions);
-        return fmt::format("stitch_{:016x}", code.key.hash());
-      },
-      {t.hostOptions.streamingStoreBytes});
+  codegen::NamedIR ir =
+      codegen::namedProgramIR(p,
+                              [&](const std::string& keyText) {
+                                code.key = hostKernelKey(keyText, t.host, t.hostOptions);
+                                return fmt::format("stitch_{:016x}", code.key.hash());
+                              },
+                              {t.hostOptions.streamingStoreBytes});
   const std::string& prefix = ir.prefix;
   code.language = rt::CodeLanguage::LlvmIr;
   code.text = std::move(ir.text);

@@ -48,9 +48,9 @@ rt::CacheKey hostKernelKey(const std::string& keyText, const rt::HostTarget& tar
 #if defined(STITCH_HAVE_LLVM)
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options) {
-  const codegen::NamedIR ir = codegen::namedProgramIR(
-      p, [](const std::string&) { return std::string("stitch_kernel"); },
-      {options.streamingStoreBytes});
+  const codegen::NamedIR ir =
+      codegen::namedProgramIR(p, [](const std::string&) { return std::string("stitch_kernel"); },
+                              {options.streamingStoreBytes});
   return hostKernelKey(ir.keyText, target, options);
 }
 #endif

@@ -12,8 +12,7 @@ namespace {
 
 bool sameInst(const Inst& a, const Inst& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.args[0] == b.args[0] &&
-         a.args[1] == b.args[1] && a.args[2] == b.args[2] && a.buffer == b.buffer &&
-         a.acc == b.acc;
+         a.args[1] == b.args[1] && a.args[2] == b.args[2] && a.buffer == b.buffer && a.acc == b.acc;
 }
 
 // Whether two lowerings of one kernel have the same structure, so that their sizes correspond
@@ -90,7 +89,12 @@ class Arguments {
 ir::Bindings perturbedBindings(const ir::Bindings& b) {
   ir::Bindings out;
   int64_t i = 0;
-  for (const auto& [name, size] : b) out[name] = size + 64 * ++i;
+  for (const auto& [name, size] : b) {
+    ++i;
+    // 0 and 1 stay: an empty axis or a size-1 axis (which broadcasts) lowers to other code, so
+    // those sizes are classes of their own, with their other sizes free to move.
+    out[name] = size <= 1 ? size : size + 64 * i;
+  }
   return out;
 }
 
@@ -115,10 +119,10 @@ bool markSizeArgs(KernelProgram& p, const KernelProgram& moved) {
     pa.insts.assign(x.insts.size(), -1);
     for (size_t j = 0; j < x.insts.size(); ++j) {
       const Inst& in = x.insts[j];
-      const bool index = in.kind == InstKind::IMulC ||
-                         (in.kind == InstKind::Const && in.dtype == ir::DType::I64) ||
-                         ((in.kind == InstKind::IDivC || in.kind == InstKind::IRemC) &&
-                          (!varies[j] || !live[j]));
+      const bool index =
+          in.kind == InstKind::IMulC ||
+          (in.kind == InstKind::Const && in.dtype == ir::DType::I64) ||
+          ((in.kind == InstKind::IDivC || in.kind == InstKind::IRemC) && (!varies[j] || !live[j]));
       if (index) pa.insts[j] = arg(in.ivalue, y.insts[j].ivalue);
     }
     pa.accCounts.assign(x.accs.size(), -1);

@@ -4,7 +4,8 @@
 // per input signature: each program holds the sizes of its signature as plain integers (loop
 // bounds, row lengths, index multipliers). Compiling each one costs 0.1-0.4 s on the host. So
 // the driver lowers a kernel twice, under the signature's bindings and under perturbed ones
-// (every symbol moved by a multiple of 64, which keeps its alignment), and markSizeArgs() makes
+// (every symbol moved by a multiple of 64, which keeps its alignment; sizes 0 and 1 kept, as
+// they lower to other code: a class of their own), and markSizeArgs() makes
 // every size that moved a run-time argument of the kernel. What did not move depends on static
 // dims only and stays compiled in.
 //
@@ -37,7 +38,7 @@
 namespace stitch::lower {
 
 // The bindings the driver lowers a second time under to find the sizes a signature moves: each
-// symbol s (in name order, index i) bound to s + 64 * (i + 1).
+// symbol s (in name order, index i) bound to s + 64 * (i + 1), but sizes 0 and 1, which stay.
 ir::Bindings perturbedBindings(const ir::Bindings& b);
 
 // Marks the sizes of `p` that differ in `moved` (the same kernel lowered under perturbed

@@ -53,6 +53,13 @@ std::unique_ptr<HostCompiler> compilerOver(const std::filesystem::path& dir) {
                                         std::make_unique<rt::DiskCache>(dir));
 }
 
+std::string readExample(const std::string& file) {
+  std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/examples/" + file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 std::unique_ptr<HostCompiler> memoryOnlyCompiler() {
   return std::make_unique<HostCompiler>(/*memoryCapacity=*/4096, rt::DiskCache::disabled());
 }
@@ -302,6 +309,91 @@ TEST(HostKernelCache, ExamplesAndRandomGraphsShareOneDirectory) {
   EXPECT_EQ(pass[1].compiles, 0u);
   EXPECT_EQ(pass[1].diskHits, pass[0].compiles);
   EXPECT_EQ(pass[1].corruptEntries, 0u);
+}
+
+// Shape classes (lower/size_args.h): the memory-bound graph of a transformer block at 100
+// (batch, sequence) pairs in one process compiles at most 3 kernels per kernel of its plan, and
+// every result matches the reference. Batch 1 is a class of its own (a size-1 axis broadcasts).
+TEST(ShapeClasses, TransformerBlockAt100ShapesCompilesAtMostThreePerKernel) {
+  const ir::Graph g = ir::parseModule(readExample("transformer_block.stitch"), "tb.stitch").at(0);
+  auto compiler = memoryOnlyCompiler();
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  for (uint64_t i = 0; pairs.size() < 100; ++i) {
+    const uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull;
+    pairs.emplace(1 + static_cast<int64_t>(h % 4), 2 + static_cast<int64_t>((h >> 20) % 159));
+  }
+  size_t kernels = 0;
+  int failures = 0;
+  for (auto [batch, seq] : pairs) {
+    const ir::Bindings b = {{"B", batch}, {"S", seq}};
+    kernels = std::max(
+        kernels, driver::build(passes::runPasses(g), b, compiler->target(), {}, driver::Stage::Plan)
+                     .plan.kernels.size());
+    std::string f = checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(batch * seq));
+    if (!f.empty() && failures++ < 5) ADD_FAILURE() << "B=" << batch << " S=" << seq << ": " << f;
+  }
+  EXPECT_EQ(failures, 0);
+  const rt::CacheStats s = compiler->stats();
+  std::cout << "100 shapes, " << kernels << " kernels a plan: " << s.toString() << "\n";
+  EXPECT_GT(s.compiles, 0u);
+  EXPECT_LE(s.compiles, 3 * kernels);
+  EXPECT_EQ(s.classSizes, 100 * kernels);  // every kernel of every shape ran as a class kernel
+}
+
+// Sharing is sound on every example with symbols and on symbolic random graphs: each at several
+// sizes through one compiler (later sizes run the kernels of the first of their class, with
+// their own size arguments) matches the reference, and kernels were shared.
+TEST(ShapeClasses, ExamplesAndRandomGraphsShareKernelsAcrossSizesSoundly) {
+  auto compiler = memoryOnlyCompiler();
+  int failures = 0, runs = 0;
+  auto sweep = [&](const std::string& name, const ir::Graph& g, const ir::Bindings& first) {
+    for (int64_t scale : {1, 2, 3, 11}) {
+      ir::Bindings b = first;
+      for (auto& [sym, size] : b) size = size * scale + (scale > 1 ? 1 : 0);
+      ++runs;
+      std::string f = checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(scale));
+      if (!f.empty() && failures++ < 5) ADD_FAILURE() << name << " x" << scale << ": " << f;
+    }
+  };
+  for (auto& [name, g] : stitch::testdata::exampleGraphs()) {
+    if (g.symbols().empty()) continue;
+    ir::Bindings b;
+    for (const std::string& sym : g.symbols()) b[sym] = 5;
+    sweep(name, g, b);
+  }
+  for (uint64_t seed = 4; seed <= 240; seed += 4) {
+    st::RandomGraphOptions o;
+    o.symbolic = true;
+    ir::Graph g = st::randomGraph(seed, o);
+    if (g.symbols().empty()) continue;
+    ir::Bindings b = st::randomBindings(g, seed);
+    for (auto& [sym, size] : b) size = std::min<int64_t>(size, 6);
+    sweep("random seed " + std::to_string(seed), g, b);
+  }
+  EXPECT_EQ(failures, 0);
+  const rt::CacheStats s = compiler->stats();
+  std::cout << runs << " runs: " << s.toString() << "\n";
+  EXPECT_GT(s.shapeClasses, 20u);
+  EXPECT_GT(s.classSizes, 2 * s.shapeClasses);  // classes served several sizes each
+}
+
+// STITCH_SHAPE_CLASSES=0 compiles every size in: no size arguments, a kernel per row length.
+// (A size the code never uses as a value, such as a row kernel's row count, which only the
+// launch reads, needs no argument: such kernels share one code either way.)
+TEST(ShapeClasses, TheToggleCompilesSizesIn) {
+  const ir::Graph g = ir::parseModule(readExample("attention_softmax.stitch"), "a.stitch").at(1);
+  ASSERT_EQ(g.name(), "attention_softmax_additive");
+  auto compiler = memoryOnlyCompiler();
+  auto sizes = [](int64_t s) { return ir::Bindings{{"B", 2}, {"H", 3}, {"S", s}}; };
+  ::setenv("STITCH_SHAPE_CLASSES", "0", 1);
+  for (int64_t s : {7, 9, 13}) EXPECT_EQ(checkAgainstReference(*compiler, g, sizes(s), 1), "");
+  ::unsetenv("STITCH_SHAPE_CLASSES");
+  EXPECT_EQ(compiler->stats().compiles, 3u);
+  EXPECT_EQ(compiler->stats().shapeClasses, 0u);
+  for (int64_t s : {17, 19, 23}) EXPECT_EQ(checkAgainstReference(*compiler, g, sizes(s), 1), "");
+  EXPECT_EQ(compiler->stats().compiles, 4u);
+  EXPECT_EQ(compiler->stats().shapeClasses, 1u);
+  EXPECT_EQ(compiler->stats().classSizes, 3u);
 }
 
 }  // namespace

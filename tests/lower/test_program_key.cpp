@@ -209,8 +209,8 @@ class Mutations {
         [](KernelProgram & q) -> auto& { return q.scratchSlots; });
     const auto& [values, phaseArgs] = sizeArgs;
     vectorOf<int64_t>(
-        "SizeArgs::values", "sizeArgs.values",
-        values, [](KernelProgram & q) -> auto& { return q.sizeArgs.values; });
+        "SizeArgs::values", "sizeArgs.values", values,
+        [](KernelProgram & q) -> auto& { return q.sizeArgs.values; });
     for (size_t j = 0; j < phaseArgs.size(); ++j) {
       const auto& [units, chunk, total, rowLength, insts, accCounts] = phaseArgs[j];
       const std::string at = "sizeArgs.phases[" + std::to_string(j) + "]";

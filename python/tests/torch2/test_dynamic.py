@@ -143,3 +143,30 @@ def test_sizes_one_anywhere():
     compiled = harness.compile_model(model, dynamic=True)
     run_inference(compiled, model, inputs([(3, 8), (1, 8), (3, 1), (1, 1), (4, 5)]))
     harness.expect_no_runtime_fallbacks()
+
+
+def test_dynamic_true_compiles_few_kernels_over_100_shapes():
+    """Shape classes: 100 (batch, sequence) pairs through one dynamic graph compile at most 3
+    kernels per kernel of the first shape's plan (batch 1, which PyTorch specializes, and each
+    shape class once), and every result matches eager."""
+    if not harness.STITCH or harness.DEVICE.type != "cpu":
+        return  # the counts are the cpu backend's (GPU kernels take no size arguments yet)
+    from stitch.torch._piece import engine_for
+    engine = engine_for(torch.device("cpu"))
+    model = block().eval()
+    compile_fn, counter = harness.counting(dynamic=True)
+    compiled = compile_fn(model)
+    pairs = sorted({(1 + (i * 7) % 5, 2 + (i * 37) % 61) for i in range(400)})[:100]
+    assert len(pairs) == 100
+    before = engine.cache_stats()
+    with torch.no_grad():
+        first = inputs(pairs[:1])[0]
+        harness.close(compiled(first), model(first), f"input {tuple(first.shape)}")
+        per_shape = engine.cache_stats()["compiles"] - before["compiles"]
+        for x in inputs(pairs[1:]):
+            harness.close(compiled(x), model(x), f"input {tuple(x.shape)}")
+    after = engine.cache_stats()
+    compiles = after["compiles"] - before["compiles"]
+    assert 0 < per_shape and compiles <= 3 * per_shape, (per_shape, compiles)
+    assert after["class_sizes"] - before["class_sizes"] >= 90 * per_shape
+    harness.expect_no_runtime_fallbacks()

@@ -1003,9 +1003,9 @@ void PhaseEmitter::finishAccs(const lower::Stage& st) {
       v = B_.CreateLoad(B_.getDoubleTy(), wideSlot(ai));
       if (a.op == lower::ReduceOp::Mean) {
         const int arg = args_ ? args_->accCounts[static_cast<size_t>(ai)] : -1;
-        v = B_.CreateFDiv(v, arg < 0 ? llvm::ConstantFP::get(v->getType(),
-                                                             static_cast<double>(a.count))
-                                     : B_.CreateSIToFP(size(a.count, arg), v->getType()));
+        v = B_.CreateFDiv(v, arg < 0
+                                 ? llvm::ConstantFP::get(v->getType(), static_cast<double>(a.count))
+                                 : B_.CreateSIToFP(size(a.count, arg), v->getType()));
       }
     } else {
       v = B_.CreateLoad(accType(a), accSlot(ai));

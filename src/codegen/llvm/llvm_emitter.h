@@ -4,10 +4,10 @@
 //   void NAME_<phase>(void* const* buffers, int64_t begin, int64_t end)
 // computing units [begin, end) of the phase; buffers are the phase's buffers in order (inputs,
 // then outputs), each compact row-major data in its dtype, then, for a program with size
-// arguments (lower/size_args.h), a pointer to the arguments' int64 values. Numbers follow the reference
-// interpreter: f16/bf16 are loaded and stored as i16 bits and computed in f32, every f16/bf16
-// result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32, f64
-// in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
+// arguments (lower/size_args.h), a pointer to the arguments' int64 values. Numbers follow the
+// reference interpreter: f16/bf16 are loaded and stored as i16 bits and computed in f32, every
+// f16/bf16 result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32,
+// f64 in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
 // propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
 // Transcendentals (exp log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are
 // calls to libm (expf, exp for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP
