@@ -1,10 +1,12 @@
 // Host kernels through the kernel cache (runtime/kernel_cache.h).
 //
 // The key of a kernel comes with its artifact (the driver builds it: driver/keys.h, from the
-// kernel program's canonical serialization, this compiler's HostTarget and HostCompileOptions,
-// and the library version). A memory hit returns the loaded kernel; a disk hit loads object code
-// with ORC (no LLVM optimization or code generation); a miss parses the artifact's LLVM IR,
-// compiles it to an object, stores the object, and loads it.
+// kernel's LLVM IR with neutral names, this compiler's HostTarget and HostCompileOptions, and the
+// library version). A memory hit returns the loaded kernel; a disk hit loads object code with ORC
+// (no LLVM optimization or code generation); a miss parses the artifact's LLVM IR, compiles it to
+// an object, stores the object, and loads it. The artifacts of one shape class (lower/
+// size_args.h) have one key: the compiled code is shared, and compile() pairs it with each
+// artifact's own units, buffers and size arguments.
 //
 // One JIT holds at most one loaded copy of each kernel: the symbols in an object are fixed when
 // it is emitted ("stitch_<key hash>_<phase>"), so loading the same object twice into one JIT
