@@ -142,6 +142,8 @@ std::vector<reference::HostTensor> runCompiled(
       for (const auto& kb : ck.outputs) bufferOf(kb, true);
       for (const auto& kb : ck.inputs) ptrs.push_back(bufferOf(kb, false));
       for (const auto& kb : ck.outputs) ptrs.push_back(bufferOf(kb, true));
+      // A shape-class kernel's size arguments follow its buffers (cpu_kernel.h).
+      if (!ck.sizes.empty()) ptrs.push_back(const_cast<int64_t*>(ck.sizes.data()));
       ck.fn(ptrs.data(), 0, ck.units);
     }
   }
