@@ -70,6 +70,19 @@ std::string CacheStats::toString() const {
       compileSeconds, shapeClasses, classSizes);
 }
 
+void ShapeClassCounter::note(const CacheKey& key, const std::vector<int64_t>& sizes) {
+  if (sizes.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::vector<int64_t>>& seen = sizes_[key.canonical()];
+  if (std::find(seen.begin(), seen.end(), sizes) == seen.end()) seen.push_back(sizes);
+}
+
+void ShapeClassCounter::addTo(CacheStats& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  s.shapeClasses += sizes_.size();
+  for (const auto& [key, seen] : sizes_) s.classSizes += seen.size();
+}
+
 void CacheStatsCounter::compiled(std::chrono::nanoseconds took) {
   compiles_.fetch_add(1, std::memory_order_relaxed);
   compileNanos_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, took.count())),

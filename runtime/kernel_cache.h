@@ -184,8 +184,8 @@ struct CacheStats {
   uint64_t corruptEntries = 0;
   uint64_t compiles = 0;
   double compileSeconds = 0;
-  // Shape classes (host): the compiled codes that read size arguments, and the distinct sizes
-  // they served in all (classSizes / shapeClasses: signatures a class kernel served on average).
+  // Shape classes: the compiled codes that read size arguments, and the distinct sizes they
+  // served in all (classSizes / shapeClasses: signatures a class kernel served on average).
   uint64_t shapeClasses = 0;
   uint64_t classSizes = 0;
 
@@ -209,6 +209,18 @@ class CacheStatsCounter {
  private:
   std::atomic<uint64_t> memoryHits_{0}, memoryMisses_{0}, diskHits_{0}, diskMisses_{0},
       diskWrites_{0}, corruptEntries_{0}, compiles_{0}, compileNanos_{0};
+};
+
+// The shape classes a backend's kernels served (CacheStats::shapeClasses, classSizes): the
+// distinct size arguments each code with arguments was asked for, by canonical key. Thread-safe.
+class ShapeClassCounter {
+ public:
+  void note(const CacheKey& key, const std::vector<int64_t>& sizes);
+  void addTo(CacheStats& s) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::vector<std::vector<int64_t>>> sizes_;
 };
 
 // A bounded least-recently-used map from canonical keys (bytes) to shared values. Thread-safe.

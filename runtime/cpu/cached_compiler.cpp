@@ -80,9 +80,7 @@ HostCompiler::~HostCompiler() = default;
 
 CacheStats HostCompiler::stats() const {
   CacheStats s = cache_->stats();
-  std::lock_guard<std::mutex> lock(classMu_);
-  s.shapeClasses = classSizes_.size();
-  for (const auto& [key, sizes] : classSizes_) s.classSizes += sizes.size();
+  classes_.addTo(s);
   return s;
 }
 
@@ -116,19 +114,13 @@ std::shared_ptr<const KernelPhases> HostCompiler::compile(const KernelArtifact& 
     return phases;
   };
   std::shared_ptr<const KernelPhases> loaded = cache_->getOrCompile(key, compileObject, load);
-  noteSizes(key, a.sizes);
+  classes_.note(key, a.sizes);
   // The code may have been loaded for another artifact of its shape class: the units, buffers
   // and size arguments are this artifact's (only the functions and their owner are shared).
   auto phases = std::make_shared<KernelPhases>();
   for (size_t ph = 0; ph < loaded->size(); ++ph)
     phases->push_back(withCode(a, ph, (*loaded)[ph].fn, (*loaded)[ph].owner));
   return phases;
-}
-
-void HostCompiler::noteSizes(const CacheKey& key, const std::vector<int64_t>& sizes) {
-  if (sizes.empty()) return;
-  std::lock_guard<std::mutex> lock(classMu_);
-  classSizes_[key.canonical()].insert(sizes);
 }
 
 }  // namespace stitch::rt::cpu

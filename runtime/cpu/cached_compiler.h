@@ -72,11 +72,7 @@ class HostCompiler {
   std::mutex liveMu_;
   std::map<std::string, std::weak_ptr<KernelPhases>> live_;
   size_t liveSweepAt_ = 64;
-  // Shape classes: the distinct size arguments each code with arguments was asked for, by
-  // canonical key (the statistics' shapeClasses and classSizes).
-  void noteSizes(const CacheKey& key, const std::vector<int64_t>& sizes);
-  mutable std::mutex classMu_;
-  std::map<std::string, std::set<std::vector<int64_t>>> classSizes_;
+  ShapeClassCounter classes_;
 };
 
 }  // namespace stitch::rt::cpu

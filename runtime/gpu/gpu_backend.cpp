@@ -48,14 +48,15 @@ std::shared_ptr<const GpuKernel> GpuBackend::kernel(const KernelArtifact& a, siz
     return std::move(bin.bytes);
   };
   auto load = [&](const std::vector<uint8_t>& bytes) { return loadCode(*device_, code, bytes); };
-  auto kernel = std::make_shared<GpuKernel>();
-  kernel->code = cache_->getOrCompile(code.key, compile, load);
-  kernel->params = a.params;
-  kernel->written.assign(a.params.size(), false);
-  for (const PhaseBuffers& ph : a.phases)
-    for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.params.size(); ++b)
-      kernel->written[static_cast<size_t>(ph.params[b])] = true;
-  return kernel;
+  std::shared_ptr<const LoadedCode> loaded = cache_->getOrCompile(code.key, compile, load);
+  classes_.note(code.key, a.sizes);
+  return makeGpuKernel(a, form, std::move(loaded));
+}
+
+CacheStats GpuBackend::cacheStats() const {
+  CacheStats s = cache_->stats();
+  classes_.addTo(s);
+  return s;
 }
 
 DLDevice GpuBackend::device() const {

@@ -48,7 +48,7 @@ class GpuBackend final : public Backend {
   void release(void* p) override;
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) override;
   void synchronize(void* stream) override;
-  CacheStats cacheStats() const override { return cache_->stats(); }
+  CacheStats cacheStats() const override;
 
  private:
   BackendKind kind_;
@@ -56,6 +56,7 @@ class GpuBackend final : public Backend {
   DeviceCompiler* compiler_;
   Target target_;
   std::unique_ptr<KernelCache<LoadedCode>> cache_;
+  ShapeClassCounter classes_;
 };
 
 // What the factory (runtime/backend.cpp) calls: the backend of kind, or nullptr with *why.

@@ -95,7 +95,8 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
                     "scratch {} has no arena slot", index);
     return base + arena.offsets[static_cast<size_t>(plan.scratchSlot[static_cast<size_t>(index)])];
   };
-  // Argument storage: the pointers, then the addresses the driver reads them from.
+  // Argument storage: the pointers, then the addresses the driver reads them from (the buffers',
+  // the size arguments', the barrier's).
   thread_local std::vector<void*> pointers;
   thread_local std::vector<void*> args;
   uint32_t* barrier = reinterpret_cast<uint32_t*>(base + arena.barrierOffset);
@@ -113,15 +114,18 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     bool coop = cooperative && c.cooperativeFn;
     if (coop) pointers.push_back(barrier);
     args.clear();
-    for (void*& p : pointers) args.push_back(&p);
+    for (size_t i = 0; i < k->params.size(); ++i) args.push_back(&pointers[i]);
+    // The driver copies each parameter's bytes at launch: the kernel's own values are stable.
+    for (const int64_t& s : k->sizes) args.push_back(const_cast<int64_t*>(&s));
+    if (coop) args.push_back(&pointers.back());
     if (coop) {
-      device.launchCooperative(c.cooperativeFn, c.cooperativeGrid, c.cooperativeBlock, 0, stream,
-                               args.data());
+      device.launchCooperative(c.cooperativeFn, k->cooperativeGrid, k->cooperativeBlock, 0,
+                               stream, args.data());
       barrier += 2;
       continue;
     }
-    for (size_t i = 0; i < c.phases.size(); ++i)
-      device.launch(c.phaseFns[i], c.phases[i].grid, c.phases[i].block, 0, stream, args.data());
+    for (size_t i = 0; i < k->phases.size(); ++i)
+      device.launch(c.phaseFns[i], k->phases[i].grid, k->phases[i].block, 0, stream, args.data());
   }
 }
 

@@ -23,7 +23,6 @@ std::shared_ptr<LoadedCode> loadCode(Device& device, const KernelCode& code,
   device.makeCurrent();
   auto k = std::make_shared<LoadedCode>();
   k->module = device.loadModule(binary);
-  k->phases = code.phases;
   for (const EntryPoint& e : code.phases)
     k->phaseFns.push_back(device.function(k->module, e.symbol));
   void* first = k->phaseFns.at(0);
@@ -36,11 +35,29 @@ std::shared_ptr<LoadedCode> loadCode(Device& device, const KernelCode& code,
     int64_t resident = int64_t{perSm} * device.smCount();
     if (resident > 0) {
       k->cooperativeFn = fn;
-      k->cooperativeGrid = std::min(resident, coop.grid);
-      k->cooperativeBlock = coop.block;
+      k->residentBlocks = resident;
     }
   }
   return k;
+}
+
+std::shared_ptr<GpuKernel> makeGpuKernel(const KernelArtifact& a, size_t form,
+                                         std::shared_ptr<const LoadedCode> code) {
+  const KernelCode& c = a.forms.at(form);
+  auto kernel = std::make_shared<GpuKernel>();
+  kernel->params = a.params;
+  kernel->written.assign(a.params.size(), false);
+  for (const PhaseBuffers& ph : a.phases)
+    for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.params.size(); ++b)
+      kernel->written[static_cast<size_t>(ph.params[b])] = true;
+  kernel->sizes = a.sizes;
+  kernel->phases = c.phases;
+  // A grid barrier needs every block resident: the grid is at most what fits at once (its loops
+  // stride over the rest).
+  kernel->cooperativeGrid = std::min(code->residentBlocks, c.cooperative.grid);
+  kernel->cooperativeBlock = c.cooperative.block;
+  kernel->code = std::move(code);
+  return kernel;
 }
 
 }  // namespace stitch::rt::gpu

@@ -32,13 +32,13 @@ GpuCompilerId compilerId(const DeviceCompiler& compiler, const std::string& arch
 // Compiles one form of a kernel for `arch` (throws Compile with source and log). No device.
 DeviceBinary compileCode(const KernelCode& code, const std::string& arch, DeviceCompiler& compiler);
 
-// Code loaded on a device: what the cache holds.
+// Code loaded on a device: what the cache holds. One code serves every artifact whose key it has
+// (the signatures of a shape class, lower/size_args.h), so it holds what the code determines and
+// nothing an artifact's sizes do: the grids are the GpuKernel's.
 struct LoadedCode {
-  std::vector<EntryPoint> phases;
-  std::vector<void*> phaseFns;
+  std::vector<void*> phaseFns;    // the entries of code.phases, in order
   void* cooperativeFn = nullptr;  // null: single phase, or cooperative launch unavailable
-  int64_t cooperativeGrid = 0;    // blocks for the cooperative entry
-  int cooperativeBlock = 256;
+  int64_t residentBlocks = 0;     // the cooperative entry's blocks that fit on the device at once
   int registers = -1;
   int64_t spillBytes = 0;
   std::shared_ptr<const void> module;
@@ -48,13 +48,21 @@ struct LoadedCode {
 std::shared_ptr<LoadedCode> loadCode(Device& device, const KernelCode& code,
                                      const std::vector<uint8_t>& binary);
 
-// A kernel ready to launch: its loaded code, and the graph values (or scratch slots) bound to
-// the code's parameters.
+// A kernel ready to launch: its loaded code, the graph values (or scratch slots) bound to the
+// code's parameters, the values of its size arguments and its artifact's launches.
 struct GpuKernel {
   std::vector<KernelBuffer> params;  // the entries' parameters, in order
   std::vector<bool> written;         // per param: some phase writes it
+  std::vector<int64_t> sizes;        // the size arguments, passed by value after the buffers
+  std::vector<EntryPoint> phases;    // per phase: grid and block
+  int64_t cooperativeGrid = 0;       // blocks of the cooperative entry (when the code has one)
+  int cooperativeBlock = 256;
   std::shared_ptr<const LoadedCode> code;
   void* cooperativeFn() const { return code->cooperativeFn; }
 };
+
+// The kernel of artifact `a` in form `form`, over its loaded code.
+std::shared_ptr<GpuKernel> makeGpuKernel(const KernelArtifact& a, size_t form,
+                                         std::shared_ptr<const LoadedCode> code);
 
 }  // namespace stitch::rt::gpu

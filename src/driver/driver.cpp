@@ -68,7 +68,7 @@ rt::KernelCode emitGpu(const lower::KernelProgram& p, const rt::Target& t, bool 
   const codegen::GpuEmitOptions options{aligned};
   codegen::GpuKernelSource src = codegen::emitGpuKernel(p, target, options);
   rt::KernelCode code;
-  code.key = gpuKernelKey(p, target, options, t.compiler);
+  code.key = gpuKernelKey(src.source, target, options, t.compiler);
   code.language =
       target.vendor == codegen::GpuVendor::Amd ? rt::CodeLanguage::Hip : rt::CodeLanguage::Cuda;
   code.text = std::move(src.source);
@@ -114,14 +114,26 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
 
 bool shapeClassesEnabled() { return env::getBool("STITCH_SHAPE_CLASSES", true); }
 
+// Kernel k of the plan lowered under `bindings`: GPU programs carry the launch the planner priced
+// (Phase::levels, lower/launch.h), decided for the same machine facts; the emitter prints that
+// launch.
+lower::KernelProgram lowerFor(const ir::Graph& optimized, const fusion::Kernel& k,
+                              const ir::Bindings& bindings, const rt::Target& target,
+                              const fusion::HardwareProfile& profile) {
+  return isGpu(target.kind)
+             ? lower::lowerKernel(optimized, k, bindings, lower::launchTarget(profile))
+             : lower::lowerKernel(optimized, k, bindings);
+}
+
 // Marks the sizes of p (kernel k lowered under a signature's bindings) that `moved` changes as
 // size arguments. A kernel the perturbed sizes cannot lower (a size the graph constrains) keeps
 // every size compiled in: the moved program only chooses the arguments, so skipping it is
 // always sound.
 void markMovedSizes(lower::KernelProgram& p, const ir::Graph& optimized, const fusion::Kernel& k,
-                    const ir::Bindings& moved) {
+                    const ir::Bindings& moved, const rt::Target& target,
+                    const fusion::HardwareProfile& profile) {
   try {
-    lower::markSizeArgs(p, lower::lowerKernel(optimized, k, moved));
+    lower::markSizeArgs(p, lowerFor(optimized, k, moved, target, profile));
   } catch (const Error& e) {
     log().debug("kernel {}: sizes compiled in ({})", p.name, e.what());
   }
@@ -238,17 +250,13 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   a.name = optimized.name();
   a.external.assign(optimized.inputs().begin(), optimized.inputs().end());
   a.external.insert(a.external.end(), optimized.outputs().begin(), optimized.outputs().end());
-  // Shape classes (lower/size_args.h): the host emitter reads sizes that the signature's symbols
-  // move as arguments, so that other sizes of the class share the compiled kernel.
-  const bool classes = !isGpu(target.kind) && !bindings.empty() && shapeClassesEnabled();
+  // Shape classes (lower/size_args.h): the emitters read sizes that the signature's symbols move
+  // as arguments, so that other sizes of the class share the compiled kernel.
+  const bool classes = !bindings.empty() && shapeClassesEnabled();
   const ir::Bindings moved = classes ? lower::perturbedBindings(bindings) : ir::Bindings{};
   for (const fusion::Kernel& k : out.plan.kernels) {
-    // GPU programs carry the launch the planner priced (Phase::levels, lower/launch.h), decided
-    // for the same machine facts; the emitter prints that launch.
-    out.programs.push_back(isGpu(target.kind) ? lower::lowerKernel(optimized, k, bindings,
-                                                                   lower::launchTarget(profile))
-                                              : lower::lowerKernel(optimized, k, bindings));
-    if (classes) markMovedSizes(out.programs.back(), optimized, k, moved);
+    out.programs.push_back(lowerFor(optimized, k, bindings, target, profile));
+    if (classes) markMovedSizes(out.programs.back(), optimized, k, moved, target, profile);
     a.kernels.push_back(emitKernel(out.programs.back(), target));
   }
   // Labels of the values the kernels touch, for messages about their memory.

@@ -55,7 +55,7 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
 }
 #endif
 
-rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& emit, const rt::GpuCompilerId& compiler) {
   const auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = target;
   const auto& [aligned] = emit;
@@ -66,7 +66,7 @@ rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarge
   using lower::canonicalBytes;
   rt::CacheKey key;
   key.add("backend", "gpu")
-      .add("program", lower::serializeProgram(p))
+      .add("code", source)
       .add("arch", arch)
       .add("vendor", canonicalBytes(vendor))
       .add("dialect", vendor == codegen::GpuVendor::Amd ? "hip" : "cuda")
@@ -80,6 +80,13 @@ rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarge
       .add("compiler-options", options.take())
       .add("device-headers", canonicalBytes(deviceHeadersDigest()));
   return key;
+}
+
+rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
+                          const codegen::GpuEmitOptions& options,
+                          const rt::GpuCompilerId& compiler) {
+  return gpuKernelKey(codegen::emitGpuKernel(p, target, options).source, target, options,
+                      compiler);
 }
 
 }  // namespace stitch::driver

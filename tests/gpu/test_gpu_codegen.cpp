@@ -26,6 +26,7 @@
 #include "ir/printer.h"
 #include "lower/kernel_program.h"
 #include "lower/launch.h"
+#include "lower/size_args.h"
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
@@ -69,10 +70,16 @@ std::vector<Job> jobsFor(const std::vector<gputest::NamedGraph>& graphs,
       fusion::PlannerOptions o;
       o.mode = mode;
       fusion::Plan plan = fusion::planGraph(g, ng.bindings, profile, o);
-      for (size_t k = 0; k < plan.kernels.size(); ++k)
+      for (size_t k = 0; k < plan.kernels.size(); ++k) {
+        lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[k], ng.bindings);
+        // Symbolic graphs get the driver's shape-class kernels (sizes read as arguments).
+        if (!ng.bindings.empty())
+          lower::markSizeArgs(p, lower::lowerKernel(g, plan.kernels[k],
+                                                    lower::perturbedBindings(ng.bindings)));
         jobs.push_back({ng.name + " mode " + std::string(fusion::modeName(mode)) + " kernel " +
                             std::to_string(k),
-                        lower::lowerKernel(g, plan.kernels[k], ng.bindings)});
+                        std::move(p)});
+      }
     }
   }
   return jobs;

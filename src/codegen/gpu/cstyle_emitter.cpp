@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <set>
 #include <memory>
 
 #include "support/error.h"
@@ -278,9 +279,10 @@ class HipDialect final : public Dialect {
 
 class PhaseEmitter {
  public:
-  PhaseEmitter(const lower::KernelProgram& p, const lower::Phase& ph, const PhaseSchedule& s,
+  PhaseEmitter(const lower::KernelProgram& p, const lower::Phase& ph,
+               const lower::PhaseSizeArgs* sizes, const PhaseSchedule& s,
                const KernelSchedule& ks, std::string& out)
-      : p_(p), ph_(ph), s_(s), ks_(ks), out_(out) {
+      : p_(p), ph_(ph), sizes_(sizes), s_(s), ks_(ks), out_(out) {
     idx_ = ks.index64 ? "stitch::i64" : "int";
     uidx_ = ks.index64 ? "stitch::u64" : "stitch::u32";
     outer_.assign(ph.insts.size(), false);
@@ -288,15 +290,29 @@ class PhaseEmitter {
 
   void emitFunction(int index, const std::string& params);
 
+  // A size of the phase as the code reads it: `value` compiled in, or the size argument `arg`
+  // (lower/size_args.h) when arg >= 0.
+  std::string size(int arg, int64_t value);
+  // ceil(size / d) for a compile-time d >= 1: folded when the size is compiled in.
+  std::string ceilDiv(int arg, int64_t value, int64_t d);
+
  private:
   const Inst& inst(int id) const { return ph_.insts[static_cast<size_t>(id)]; }
   bool isIndexKind(InstKind k) const {
     return k == InstKind::UnitIndex || k == InstKind::LoopIndex || k == InstKind::IAdd ||
            k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
   }
-  std::string name(int id) const {
+  std::string name(int id) {
     const Inst& in = inst(id);
-    return in.kind == InstKind::Const ? literal(in) : fmt::format("v{}", id);
+    return in.kind == InstKind::Const ? constant(id) : fmt::format("v{}", id);
+  }
+  // The argument of an instruction's ivalue (Const i64, IMulC, IDivC, IRemC), or -1.
+  int immArg(int id) const {
+    return sizes_ ? sizes_->insts.at(static_cast<size_t>(id)) : -1;
+  }
+  std::string constant(int id) {
+    const Inst& in = inst(id);
+    return immArg(id) >= 0 ? size(immArg(id), in.ivalue) : literal(in);
   }
   std::string buffer(int b) const {
     return fmt::format("p{}", ph_.buffers[static_cast<size_t>(b)]);
@@ -311,8 +327,8 @@ class PhaseEmitter {
   }
   // The index expression `id` with the loop index replaced by `k0` (values of enclosing blocks
   // by name). Index expressions are small trees of integer instructions.
-  std::string exprAt(int id, const std::string& k0) const;
-  std::string indexExpr(const Inst& in, const std::vector<std::string>& a) const;
+  std::string exprAt(int id, const std::string& k0);
+  std::string indexExpr(int id, const std::vector<std::string>& a);
   void emitInst(int id);
   // One group of V elements starting at k0 (declared by the caller), bounded by `limit`.
   void emitGroup(const lower::Block& b, const std::string& limit);
@@ -324,11 +340,13 @@ class PhaseEmitter {
   // Whether `id` is computed from index instructions and constants only (no load, no
   // accumulator): an expression exprAt can print at any position.
   bool indexOnly(int id) const;
-  std::string cacheKey(int loadId) const;
+  std::string cacheKey(int loadId);
   void planCache();
 
   const lower::KernelProgram& p_;
   const lower::Phase& ph_;
+  const lower::PhaseSizeArgs* sizes_;  // null: every size compiled in
+  std::set<int> used_;                 // the size arguments the body reads
   const PhaseSchedule& s_;
   const KernelSchedule& ks_;
   std::string& out_;
@@ -341,17 +359,32 @@ class PhaseEmitter {
   std::map<int, DType> cacheType_;
 };
 
-std::string PhaseEmitter::indexExpr(const Inst& in, const std::vector<std::string>& a) const {
+std::string PhaseEmitter::size(int arg, int64_t value) {
+  if (arg < 0) return fmt::format("{}", value);
+  used_.insert(arg);
+  return fmt::format("S{}", arg);
+}
+
+std::string PhaseEmitter::ceilDiv(int arg, int64_t value, int64_t d) {
+  if (arg < 0) return fmt::format("{}", (value + d - 1) / d);
+  if (d == 1) return size(arg, value);
+  return fmt::format("(({} + {}) / {})", size(arg, value), d - 1, d);
+}
+
+std::string PhaseEmitter::indexExpr(int id, const std::vector<std::string>& a) {
+  const Inst& in = inst(id);
+  const int arg = immArg(id);
   switch (in.kind) {
     case InstKind::IAdd: return fmt::format("({} + {})", a[0], a[1]);
-    case InstKind::IMulC: return fmt::format("({} * {})", a[0], in.ivalue);
+    case InstKind::IMulC: return fmt::format("({} * {})", a[0], size(arg, in.ivalue));
     // Operands of divisions are never negative: unsigned division is cheaper.
     case InstKind::IDivC:
-      return fmt::format("static_cast<{}>(static_cast<{}>({}) / {}u)", idx_, uidx_, a[0],
-                         in.ivalue);
-    case InstKind::IRemC:
-      return fmt::format("static_cast<{}>(static_cast<{}>({}) % {}u)", idx_, uidx_, a[0],
-                         in.ivalue);
+    case InstKind::IRemC: {
+      const std::string divisor = arg >= 0 ? fmt::format("static_cast<{}>({})", uidx_, size(arg, 0))
+                                           : fmt::format("{}u", in.ivalue);
+      return fmt::format("static_cast<{}>(static_cast<{}>({}) {} {})", idx_, uidx_, a[0],
+                         in.kind == InstKind::IDivC ? '/' : '%', divisor);
+    }
     case InstKind::Const:
     case InstKind::UnitIndex:
     case InstKind::LoopIndex:
@@ -364,20 +397,20 @@ std::string PhaseEmitter::indexExpr(const Inst& in, const std::vector<std::strin
   throwError(ErrorCode::Internal, "gpu emitter: not an index instruction");
 }
 
-std::string PhaseEmitter::exprAt(int id, const std::string& k0) const {
+std::string PhaseEmitter::exprAt(int id, const std::string& k0) {
   const Inst& in = inst(id);
   if (outer_[static_cast<size_t>(id)]) return name(id);
   std::vector<std::string> a;
   for (int x : in.args)
     if (x >= 0) a.push_back(exprAt(x, k0));
   switch (in.kind) {
-    case InstKind::Const: return literal(in);
+    case InstKind::Const: return constant(id);
     case InstKind::UnitIndex: return "unit";
     case InstKind::LoopIndex: return k0;
     case InstKind::IAdd:
     case InstKind::IMulC:
     case InstKind::IDivC:
-    case InstKind::IRemC: return indexExpr(in, a);
+    case InstKind::IRemC: return indexExpr(id, a);
     case InstKind::Op: return opExpr(in, inst(in.args[0]).dtype, a);
     case InstKind::Load:
     case InstKind::Store:
@@ -401,7 +434,7 @@ void PhaseEmitter::emitInst(int id) {
     case InstKind::IAdd:
     case InstKind::IMulC:
     case InstKind::IDivC:
-    case InstKind::IRemC: line(fmt::format("const {} {} = {};", idx_, v, indexExpr(in, a))); return;
+    case InstKind::IRemC: line(fmt::format("const {} {} = {};", idx_, v, indexExpr(id, a))); return;
     case InstKind::Load: {
       std::string ct = computeType(in.dtype);
       if (auto it = reads_.find(id); it != reads_.end()) {
@@ -511,9 +544,10 @@ void PhaseEmitter::emitLoopPhase() {
                   "static_cast<{0}>(gridDim.x) * {1}) {{",
                   idx_, ks_.block));
   ++indent_;
+  const std::string total = size(sizes_ ? sizes_->total : -1, ph_.total);
   line(fmt::format("const {} k0 = g * {};", idx_, V));
-  line(fmt::format("if (k0 >= {}) break;", ph_.total));
-  emitGroup(ph_.elems, fmt::format("{}", ph_.total));
+  line(fmt::format("if (k0 >= {}) break;", total));
+  emitGroup(ph_.elems, total);
   --indent_;
   line("}");
 }
@@ -527,7 +561,7 @@ bool PhaseEmitter::indexOnly(int id) const {
   return true;
 }
 
-std::string PhaseEmitter::cacheKey(int loadId) const {
+std::string PhaseEmitter::cacheKey(int loadId) {
   const Inst& in = inst(loadId);
   // A gathered load (its index read from memory) is not a position of the row walk: not cached.
   if (!indexOnly(in.args[0])) return {};
@@ -571,25 +605,32 @@ void PhaseEmitter::planCache() {
 void PhaseEmitter::emitRowWalk(const lower::Block& b, const std::vector<int>& wide) {
   const int V = s_.vec;
   std::string it = s_.unrolled ? "int" : idx_;
+  const int rowArg = sizes_ ? sizes_->rowLength : -1;
+  const std::string rowLength = size(rowArg, ph_.rowLength);
+  // An unrolled walk's trip count is compiled in (a decision of the class); a loop's follows the
+  // row length.
+  const std::string items = s_.unrolled
+                                ? fmt::format("{}", s_.items)
+                                : ceilDiv(rowArg, ph_.rowLength, int64_t{s_.lanes} * V);
   // Wide accumulators of a long walk: chunks of kFlushItems groups, each chunk's f32 sums added
   // to the doubles after it (a nested loop: a test for the flush inside the walk made ptxas
   // spill).
   const bool chunked = !s_.unrolled && !wide.empty() && s_.items > kFlushItems;
   if (chunked) {
-    line(fmt::format("for ({0} it0 = 0; it0 < {1}; it0 += {2}) {{", idx_, s_.items, kFlushItems));
+    line(fmt::format("for ({0} it0 = 0; it0 < {1}; it0 += {2}) {{", idx_, items, kFlushItems));
     ++indent_;
     // Bounded unrolling: hipRTC unrolls a loop of at most 32 trips fully and spills.
     line("#pragma unroll 4");
     line(fmt::format("for ({0} it = it0; it < it0 + {1} && it < {2}; ++it) {{", it, kFlushItems,
-                     s_.items));
+                     items));
   } else {
     if (s_.unrolled) line("#pragma unroll");
-    line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, s_.items));
+    line(fmt::format("for ({0} it = 0; it < {1}; ++it) {{", it, items));
   }
   ++indent_;
   line(fmt::format("const {0} k0 = (static_cast<{0}>(it) * {1} + lane) * {2};", idx_, s_.lanes, V));
-  if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", ph_.rowLength));
-  emitGroup(b, fmt::format("{}", ph_.rowLength));
+  if (!s_.unrolled) line(fmt::format("if (k0 >= {}) break;", rowLength));
+  emitGroup(b, rowLength);
   --indent_;
   line("}");
   for (int a : wide) line(fmt::format("w{0} += static_cast<double>(a{0});", a));
@@ -613,26 +654,32 @@ void PhaseEmitter::emitReducePhase() {
                    : fmt::format("const int lane = tid / {};", UX));
   line(s_.rowMajor ? fmt::format("const int ux = tid / {};", TK)
                    : fmt::format("const int ux = tid % {};", UX));
-  line(fmt::format("for ({0} vb = blockIdx.x; vb < {1}; vb += gridDim.x) {{", idx_, s_.blocks));
+  const int unitsArg = sizes_ ? sizes_->units : -1;
+  const std::string units = size(unitsArg, ph_.units);
+  // The virtual blocks: one per UX unit slots (the launch's grid may be smaller: blocks stride).
+  const std::string blocks = ph_.workers ? fmt::format("{}", s_.blocks)
+                                         : ceilDiv(unitsArg, ph_.units, UX);
+  line(fmt::format("for ({0} vb = blockIdx.x; vb < {1}; vb += gridDim.x) {{", idx_, blocks));
   ++indent_;
   if (ph_.workers == 0) {
     line(fmt::format("{} unit = vb * {} + ux;", idx_, UX));
-    line(fmt::format("const bool active = unit < {};", ph_.units));
+    line(fmt::format("const bool active = unit < {};", units));
   } else {
     // Unit slot w is worker w: units w, w + W, ... in order, or with workerBlocks the units
     // w * per + trip (kernel_program.h). Every thread of the block makes the same number of
     // trips (the row reductions synchronize the block).
     const int64_t W = ph_.workers;
-    const int64_t per = (ph_.units + W - 1) / W;
+    const std::string per = ceilDiv(unitsArg, ph_.units, W);
     line(fmt::format("const {} w = vb * {} + ux;", idx_, UX));
     line(fmt::format("for ({0} trip = 0; trip < {1}; ++trip) {{", idx_, per));
     ++indent_;
     line(ph_.workerBlocks ? fmt::format("{} unit = w * {} + trip;", idx_, per)
                           : fmt::format("{} unit = w + trip * {};", idx_, W));
-    line(fmt::format("const bool active = w < {} && unit < {};", W, ph_.units));
+    line(fmt::format("const bool active = w < {} && unit < {};", W, units));
   }
   // Lanes past the last unit compute on the last one (in bounds) and store nothing.
-  line(fmt::format("if (!active) unit = {};", ph_.units - 1));
+  line(unitsArg >= 0 ? fmt::format("if (!active) unit = {} - 1;", units)
+                     : fmt::format("if (!active) unit = {};", ph_.units - 1));
   storeGuard_ = "active";
   for (int id : ph_.pre.insts) {
     emitInst(id);
@@ -666,7 +713,9 @@ void PhaseEmitter::emitReducePhase() {
           reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
       std::string fin = var;
       if (acc.op == lower::ReduceOp::Mean)
-        fin = fmt::format("{} / static_cast<{}>({})", var, ct, acc.count);
+        fin = fmt::format("{} / static_cast<{}>({})", var, ct,
+                          size(sizes_ ? sizes_->accCounts.at(static_cast<size_t>(a)) : -1,
+                               acc.count));
       line(fmt::format("const {} f{} = {};", ct, a, fin));
     }
   }
@@ -688,8 +737,14 @@ void PhaseEmitter::emitReducePhase() {
 void PhaseEmitter::emitFunction(int index, const std::string& params) {
   out_ += fmt::format("static STITCH_DEVICE void stitch_phase{}({}, unsigned char* smem) {{\n",
                       index, params);
+  const size_t body = out_.size();
   if (ph_.reduce) emitReducePhase();
   else emitLoopPhase();
+  // The size arguments the body read, as index-typed locals (the kernel takes them as i64).
+  std::string locals;
+  for (int k : used_)
+    locals += fmt::format("  const {0} S{1} = static_cast<{0}>(s{1});\n", idx_, k);
+  out_.insert(body, locals);
   out_ += "}\n\n";
 }
 
@@ -738,6 +793,15 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
     params = "int unused";
     args = "0";
   }
+  // Size arguments (lower/size_args.h) follow the buffers, by value. A 32-bit kernel's sizes fit
+  // in 32 bits: its schedule chose 32-bit indices for these very values.
+  const lower::SizeArgs& sizes = p.sizeArgs;
+  for (size_t k = 0; k < sizes.values.size(); ++k) {
+    STITCH_INTERNAL(ks.index64 || (sizes.values[k] >= INT32_MIN && sizes.values[k] <= INT32_MAX),
+                    "size argument {} = {} in a kernel with 32-bit indices", k, sizes.values[k]);
+    params += fmt::format(", const stitch::i64 s{}", k);
+    args += fmt::format(", s{}", k);
+  }
 
   std::string& out = r.source;
   out += dialect->prelude();
@@ -747,15 +811,27 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
   out += "\n";
   for (size_t i = 0; i < p.phases.size(); ++i) {
     const PhaseSchedule& s = ks.phases[i];
+    const lower::Phase& ph = p.phases[i];
+    const lower::PhaseSizeArgs* pa = sizes.phases.empty() ? nullptr : &sizes.phases.at(i);
+    // Sizes read as arguments are named, not printed: every signature of a shape class prints
+    // this same text (the cache key is the text, driver/keys.h).
+    auto sz = [&](int arg, int64_t value) {
+      return arg >= 0 ? fmt::format("s{}", arg) : fmt::format("{}", value);
+    };
     out += fmt::format(
-        "// phase {} ({}): {}\n", i, p.phases[i].name,
-        !s.reduce ? fmt::format("loop over {} elements, {} per group", p.phases[i].total, s.vec)
-                  : fmt::format("{} units of {}, {} per block, {} lanes each ({}), "
-                                "{} groups of {} per lane{}",
-                                p.phases[i].units, p.phases[i].rowLength, s.unitsPerBlock, s.lanes,
-                                s.rowMajor ? "row" : "column tile", s.items, s.vec,
-                                s.unrolled ? ", unrolled" : ""));
-    PhaseEmitter(p, p.phases[i], s, ks, out).emitFunction(static_cast<int>(i), params);
+        "// phase {} ({}): {}\n", i, ph.name,
+        !s.reduce
+            ? fmt::format("loop over {} elements, {} per group", sz(pa ? pa->total : -1, ph.total),
+                          s.vec)
+            : fmt::format("{} units of {}, {} per block, {} lanes each ({}), {}{} per lane{}",
+                          sz(pa ? pa->units : -1, ph.units),
+                          sz(pa ? pa->rowLength : -1, ph.rowLength), s.unitsPerBlock, s.lanes,
+                          s.rowMajor ? "row" : "column tile",
+                          s.unrolled || !pa || pa->rowLength < 0
+                              ? fmt::format("{} groups of ", s.items)
+                              : std::string("groups of "),
+                          s.vec, s.unrolled ? ", unrolled" : ""));
+    PhaseEmitter(p, ph, pa, s, ks, out).emitFunction(static_cast<int>(i), params);
   }
   int smemWords = std::max(1, (ks.sharedBytes + 7) / 8);
   auto entry = [&](const std::string& name, const std::string& extra,
