@@ -3,7 +3,9 @@
 // Generated kernels are compiled by NVRTC (CUDA) or hipRTC (HIP) with no system headers, so this
 // file names everything they need itself: fixed-width integers, the warp primitives (one macro
 // per primitive, CUDA and HIP spelled differently, as ggml's vendors/hip.h does), and f16/bf16
-// as 16-bit storage types with round-to-nearest-even conversions to and from f32. Arithmetic is
+// as 16-bit storage types with round-to-nearest-even conversions to and from f32. (The tests'
+// host emulation of CUDA code, tests/gpu/emulator, defines STITCH_HOST_EMULATION: f16 then
+// converts through _Float16, as on HIP, instead of PTX.) Arithmetic is
 // always done in f32 (f64 for f64): the reference interpreter rounds every f16/bf16 op result to
 // its dtype, and so do the kernels (stitch::rnd_*), so results agree up to f32-vs-f64 error.
 #pragma once
@@ -35,7 +37,7 @@ STITCH_DEVICE double f64_bits(u64 b) { return __longlong_as_double(static_cast<i
 
 // ---- f16 (IEEE binary16) ----------------------------------------------------------------------
 STITCH_DEVICE float ld_f16(u16 h) {
-#if defined(STITCH_CUDA)
+#if defined(STITCH_CUDA) && !defined(STITCH_HOST_EMULATION)
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
@@ -46,7 +48,7 @@ STITCH_DEVICE float ld_f16(u16 h) {
 #endif
 }
 STITCH_DEVICE u16 st_f16(float f) {  // round to nearest even
-#if defined(STITCH_CUDA)
+#if defined(STITCH_CUDA) && !defined(STITCH_HOST_EMULATION)
   u16 h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
