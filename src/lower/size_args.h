@@ -11,8 +11,9 @@
 //
 // The shape class is then the code itself. An emitter that reads SizeArgs prints an argument
 // where a size is used as a value, and keeps using the size's value for its decisions (vector
-// tiles, row caches, streaming stores, blocked sums); a decision that comes out differently
-// prints different code. The host key is made of that code (driver/keys.h), so:
+// tiles, row caches, streaming stores, blocked sums on the host; row mappings, vector widths,
+// index widths on a GPU); a decision that comes out differently prints different code. Kernel
+// keys are made of that code (driver/keys.h: the LLVM IR, the CUDA/HIP source), so:
 //
 // - two signatures share a compiled kernel exactly when their programs print the same code:
 //   the same structure, the same compiled-in sizes and the same decisions;
@@ -27,7 +28,8 @@
 // over elements) stays compiled in: by a constant it is a multiply and a shift the vectorizer
 // widens; by a run-time value a 64-bit division of 10-40 cycles, slower than the element's
 // memory time (a few ns at the copy bandwidth). A kernel with such a division is compiled per
-// value of its divisor, and for the others sizes share. (Index math no store or accumulation
+// value of its divisor, and for the others sizes share. (On a GPU the same holds: a division by a
+// run-time value is a sequence of some twenty instructions, by a constant a multiply-high.) (Index math no store or accumulation
 // uses, a coordinate the lowering computed and LLVM deletes, costs nothing: its sizes are
 // arguments.)
 #pragma once

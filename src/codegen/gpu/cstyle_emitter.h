@@ -14,7 +14,10 @@
 //     several phases a cooperative entry `stitch_all` running them all with a grid barrier
 //     (stitch/grid.cuh) between consecutive phases. The runtime picks one form or the other.
 //   Every entry takes the program's parameters in order (one pointer each, `const` when no phase
-//   writes it); `stitch_all` takes a pointer to two zeroed u32 words for the barrier after them.
+//   writes it), then its size arguments by value (`const stitch::i64 s<k>`, lower/size_args.h:
+//   each phase reads the ones it uses as index-typed locals `S<k>`, and prints them where the
+//   size would be a literal, comments included, so that every signature of a shape class prints
+//   the same text); `stitch_all` takes a pointer to two zeroed u32 words for the barrier last.
 // The device templates (kernels_templates/*.cuh, embedded at build time: deviceHeaders()) hold
 // everything that is not specific to one program: conversions, math with the reference's
 // semantics, vector I/O, reductions, the barrier. CUDA and HIP differ only in the dialect: a
