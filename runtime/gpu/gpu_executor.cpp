@@ -117,10 +117,10 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     for (size_t i = 0; i < k->params.size(); ++i) args.push_back(&pointers[i]);
     // The driver copies each parameter's bytes at launch: the kernel's own values are stable.
     for (const int64_t& s : k->sizes) args.push_back(const_cast<int64_t*>(&s));
-    if (coop) args.push_back(&pointers.back());
     if (coop) {
-      device.launchCooperative(c.cooperativeFn, k->cooperativeGrid, k->cooperativeBlock, 0,
-                               stream, args.data());
+      args.push_back(&pointers.back());  // the barrier, last
+      device.launchCooperative(c.cooperativeFn, k->cooperativeGrid, k->cooperativeBlock, 0, stream,
+                               args.data());
       barrier += 2;
       continue;
     }

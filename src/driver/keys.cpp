@@ -85,8 +85,7 @@ rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& t
 rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& options,
                           const rt::GpuCompilerId& compiler) {
-  return gpuKernelKey(codegen::emitGpuKernel(p, target, options).source, target, options,
-                      compiler);
+  return gpuKernelKey(codegen::emitGpuKernel(p, target, options).source, target, options, compiler);
 }
 
 }  // namespace stitch::driver

@@ -29,9 +29,9 @@
 // widens; by a run-time value a 64-bit division of 10-40 cycles, slower than the element's
 // memory time (a few ns at the copy bandwidth). A kernel with such a division is compiled per
 // value of its divisor, and for the others sizes share. (On a GPU the same holds: a division by a
-// run-time value is a sequence of some twenty instructions, by a constant a multiply-high.) (Index math no store or accumulation
-// uses, a coordinate the lowering computed and LLVM deletes, costs nothing: its sizes are
-// arguments.)
+// run-time value is a sequence of some twenty instructions, by a constant a multiply-high.) (Index
+// math no store or accumulation uses, a coordinate the lowering computed and LLVM deletes, costs
+// nothing: its sizes are arguments.)
 #pragma once
 
 #include "ir/shape.h"

@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <cstring>
 #include <stdexcept>
 
 #include "codegen/gpu/cstyle_emitter.h"
@@ -80,7 +80,7 @@ Emulator::Emulator(std::span<const rt::ProgramArtifact* const> programs, size_t 
   std::ofstream(source) << tu;
   auto t0 = std::chrono::steady_clock::now();
   runCommand(fmt::format("{} -std=c++20 -O1 -w -shared -fPIC -I {} -o {} {}", STITCH_TEST_CXX, dir,
-                  library.string(), source.string()));
+                         library.string(), source.string()));
   compileSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   library_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library_) throw std::runtime_error(std::string("dlopen: ") + dlerror());
@@ -156,8 +156,8 @@ std::vector<reference::HostTensor> Emulator::run(const ir::Graph& g, const ir::B
   std::vector<reference::HostTensor> out;
   for (int id : g.outputs()) {
     const ir::DType t = g.node(id).type.dtype;
-    out.push_back(reference::decode({t, shapes[static_cast<size_t>(id)],
-                                     buffers.at({false, id}).get()}));
+    out.push_back(
+        reference::decode({t, shapes[static_cast<size_t>(id)], buffers.at({false, id}).get()}));
   }
   return out;
 }

@@ -76,8 +76,8 @@ std::vector<Job> jobsFor(const std::vector<gputest::NamedGraph>& graphs,
         lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[k], ng.bindings);
         // Symbolic graphs get the driver's shape-class kernels (sizes read as arguments).
         if (!ng.bindings.empty())
-          lower::markSizeArgs(p, lower::lowerKernel(g, plan.kernels[k],
-                                                    lower::perturbedBindings(ng.bindings)));
+          lower::markSizeArgs(
+              p, lower::lowerKernel(g, plan.kernels[k], lower::perturbedBindings(ng.bindings)));
         jobs.push_back({ng.name + " mode " + std::string(fusion::modeName(mode)) + " kernel " +
                             std::to_string(k),
                         std::move(p)});

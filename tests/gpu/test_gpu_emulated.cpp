@@ -85,9 +85,9 @@ Totals runAll(const std::vector<Case>& cases, size_t form, uint64_t seed = 7) {
     const auto want = st::evaluateReference(c.graph.graph, inputs);
     std::string mismatch;
     try {
-      mismatch = st::compareOutputs(
-          want, emu.run(c.optimized, c.graph.bindings, c.build.artifact, inputs),
-          st::graphTolerance(c.graph.graph));
+      mismatch =
+          st::compareOutputs(want, emu.run(c.optimized, c.graph.bindings, c.build.artifact, inputs),
+                             st::graphTolerance(c.graph.graph));
     } catch (const std::exception& e) {
       mismatch = e.what();
     }
@@ -142,8 +142,16 @@ TEST(GpuEmulated, TransformerBlockShapeClassesServeManySizes) {
   SKIP_UNDER_SANITIZERS();
   const std::string path = STITCH_SOURCE_DIR "/examples/transformer_block.stitch";
   std::vector<gputest::NamedGraph> graphs;
-  for (auto [batch, seq] : {std::pair{1, 40}, {2, 44}, {3, 36}, {2, 48}, {4, 40}, {1, 100},
-                            {2, 120}, {3, 104}, {1, 128}, {2, 112}})
+  for (auto [batch, seq] : {std::pair{1, 40},
+                            {2, 44},
+                            {3, 36},
+                            {2, 48},
+                            {4, 40},
+                            {1, 100},
+                            {2, 120},
+                            {3, 104},
+                            {1, 128},
+                            {2, 112}})
     for (gputest::NamedGraph& ng : gputest::exampleGraphs({1}, int64_t{1} << 30))
       if (ng.name.find("transformer_block") != std::string::npos) {
         ng.bindings = {{"B", batch}, {"S", seq}};

@@ -7,8 +7,8 @@
 #include <bit>
 #include <cmath>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 
 #include "support/error.h"
 #include "support/philox.h"
@@ -280,8 +280,8 @@ class HipDialect final : public Dialect {
 class PhaseEmitter {
  public:
   PhaseEmitter(const lower::KernelProgram& p, const lower::Phase& ph,
-               const lower::PhaseSizeArgs* sizes, const PhaseSchedule& s,
-               const KernelSchedule& ks, std::string& out)
+               const lower::PhaseSizeArgs* sizes, const PhaseSchedule& s, const KernelSchedule& ks,
+               std::string& out)
       : p_(p), ph_(ph), sizes_(sizes), s_(s), ks_(ks), out_(out) {
     idx_ = ks.index64 ? "stitch::i64" : "int";
     uidx_ = ks.index64 ? "stitch::u64" : "stitch::u32";
@@ -307,9 +307,7 @@ class PhaseEmitter {
     return in.kind == InstKind::Const ? constant(id) : fmt::format("v{}", id);
   }
   // The argument of an instruction's ivalue (Const i64, IMulC, IDivC, IRemC), or -1.
-  int immArg(int id) const {
-    return sizes_ ? sizes_->insts.at(static_cast<size_t>(id)) : -1;
-  }
+  int immArg(int id) const { return sizes_ ? sizes_->insts.at(static_cast<size_t>(id)) : -1; }
   std::string constant(int id) {
     const Inst& in = inst(id);
     return immArg(id) >= 0 ? size(immArg(id), in.ivalue) : literal(in);
@@ -609,9 +607,8 @@ void PhaseEmitter::emitRowWalk(const lower::Block& b, const std::vector<int>& wi
   const std::string rowLength = size(rowArg, ph_.rowLength);
   // An unrolled walk's trip count is compiled in (a decision of the class); a loop's follows the
   // row length.
-  const std::string items = s_.unrolled
-                                ? fmt::format("{}", s_.items)
-                                : ceilDiv(rowArg, ph_.rowLength, int64_t{s_.lanes} * V);
+  const std::string items = s_.unrolled ? fmt::format("{}", s_.items)
+                                        : ceilDiv(rowArg, ph_.rowLength, int64_t{s_.lanes} * V);
   // Wide accumulators of a long walk: chunks of kFlushItems groups, each chunk's f32 sums added
   // to the doubles after it (a nested loop: a test for the flush inside the walk made ptxas
   // spill).
@@ -657,8 +654,8 @@ void PhaseEmitter::emitReducePhase() {
   const int unitsArg = sizes_ ? sizes_->units : -1;
   const std::string units = size(unitsArg, ph_.units);
   // The virtual blocks: one per UX unit slots (the launch's grid may be smaller: blocks stride).
-  const std::string blocks = ph_.workers ? fmt::format("{}", s_.blocks)
-                                         : ceilDiv(unitsArg, ph_.units, UX);
+  const std::string blocks =
+      ph_.workers ? fmt::format("{}", s_.blocks) : ceilDiv(unitsArg, ph_.units, UX);
   line(fmt::format("for ({0} vb = blockIdx.x; vb < {1}; vb += gridDim.x) {{", idx_, blocks));
   ++indent_;
   if (ph_.workers == 0) {
@@ -713,9 +710,9 @@ void PhaseEmitter::emitReducePhase() {
           reduceOpName(acc.op), s_.rowMajor ? "true" : "false", UX, TK, ct));
       std::string fin = var;
       if (acc.op == lower::ReduceOp::Mean)
-        fin = fmt::format("{} / static_cast<{}>({})", var, ct,
-                          size(sizes_ ? sizes_->accCounts.at(static_cast<size_t>(a)) : -1,
-                               acc.count));
+        fin = fmt::format(
+            "{} / static_cast<{}>({})", var, ct,
+            size(sizes_ ? sizes_->accCounts.at(static_cast<size_t>(a)) : -1, acc.count));
       line(fmt::format("const {} f{} = {};", ct, a, fin));
     }
   }
@@ -823,14 +820,13 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
         !s.reduce
             ? fmt::format("loop over {} elements, {} per group", sz(pa ? pa->total : -1, ph.total),
                           s.vec)
-            : fmt::format("{} units of {}, {} per block, {} lanes each ({}), {}{} per lane{}",
-                          sz(pa ? pa->units : -1, ph.units),
-                          sz(pa ? pa->rowLength : -1, ph.rowLength), s.unitsPerBlock, s.lanes,
-                          s.rowMajor ? "row" : "column tile",
-                          s.unrolled || !pa || pa->rowLength < 0
-                              ? fmt::format("{} groups of ", s.items)
-                              : std::string("groups of "),
-                          s.vec, s.unrolled ? ", unrolled" : ""));
+            : fmt::format(
+                  "{} units of {}, {} per block, {} lanes each ({}), {}{} per lane{}",
+                  sz(pa ? pa->units : -1, ph.units), sz(pa ? pa->rowLength : -1, ph.rowLength),
+                  s.unitsPerBlock, s.lanes, s.rowMajor ? "row" : "column tile",
+                  s.unrolled || !pa || pa->rowLength < 0 ? fmt::format("{} groups of ", s.items)
+                                                         : std::string("groups of "),
+                  s.vec, s.unrolled ? ", unrolled" : ""));
     PhaseEmitter(p, ph, pa, s, ks, out).emitFunction(static_cast<int>(i), params);
   }
   int smemWords = std::max(1, (ks.sharedBytes + 7) / 8);

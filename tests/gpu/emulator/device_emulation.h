@@ -8,8 +8,9 @@
 // without cooperative launch). Each block runs as one fiber per thread (ucontext), on the calling
 // thread, switched at every barrier (started with swapcontext, then switched with _setjmp and
 // _longjmp, which do not save the signal mask: no system call per switch): a barrier resumes when
-// every thread of the block has reached it, and a block where some threads finished while others wait at a barrier is reported (on a
-// GPU that is undefined behaviour). __shared__ becomes `static`: one block runs at a time.
+// every thread of the block has reached it, and a block where some threads finished while others
+// wait at a barrier is reported (on a GPU that is undefined behaviour). __shared__ becomes
+// `static`: one block runs at a time.
 //
 // A shuffle is an exchange through a slot per thread between two block barriers, which is exact
 // when every thread of the block shuffles the same number of times: the emitter calls the
