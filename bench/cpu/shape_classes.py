@@ -3,8 +3,10 @@ signatures compile, and the steady-state time of a class kernel against the kern
 for the very sizes it runs.
 
 Like for like, in one process: both programs are the same graph on the same engine, run on the
-same input and output tensors (allocated once), alternately, each timed as the median of
-`--iters` runs, best of `--rounds`. The class program first runs at another size of its class,
+same input and output tensors (allocated once), alternately run by run. A round times `--iters`
+runs of each; the table gives each one's best round median and the median over `--rounds` of
+the rounds' class/specialized ratios (paired in time, so a drift of this VM's bandwidth between
+rounds does not enter the ratio). The class program first runs at another size of its class,
 so the kernel it runs at the measured size was compiled for that other size (checked: the
 measured size compiles nothing); the specialized one is built with STITCH_SHAPE_CLASSES=0.
 
@@ -34,13 +36,15 @@ def graph(file, name):
 
 # (label, file, graph, sizes the class kernel is compiled at, sizes measured)
 CASES = [
-    ("layer norm", "layer_norm.stitch", "layer_norm", {"N": 1000}, {"N": 16384}),
+    # The class kernel is compiled at a size of the measured size's class: layer norm, GELU and
+    # Adam move more than twice this VM's 32 MB last-level cache at both sizes (streaming stores).
+    ("layer norm", "layer_norm.stitch", "layer_norm", {"N": 12000}, {"N": 16384}),
     ("softmax", "softmax.stitch", "softmax", {"N": 1000}, {"N": 16384}),
     ("attention softmax", "attention_softmax.stitch", "attention_softmax_additive",
      {"B": 2, "H": 12, "S": 100}, {"B": 8, "H": 12, "S": 256}),
-    ("bias + GELU + residual", "bias_gelu_residual.stitch", "bias_gelu_residual", {"T": 1000},
+    ("bias + GELU + residual", "bias_gelu_residual.stitch", "bias_gelu_residual", {"T": 3000},
      {"T": 4096}),
-    ("Adam step", "adam_step.stitch", "adam_step", {"P": 100000}, {"P": 8 << 20}),
+    ("Adam step", "adam_step.stitch", "adam_step", {"P": 6 << 20}, {"P": 8 << 20}),
     ("transformer block", "transformer_block.stitch", "transformer_block",
      {"B": 2, "S": 64}, {"B": 8, "S": 128}),
     ("transformer block", "transformer_block.stitch", "transformer_block",
@@ -74,13 +78,16 @@ def with_classes(on, fn):
             os.environ["STITCH_SHAPE_CLASSES"] = old
 
 
-def median_ms(run, iters):
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+def paired_medians_ms(a, b, iters):
+    """Median times of a and b, run alternately (which goes first alternates too), so that a
+    drift of the machine's bandwidth within the round weighs on both alike."""
+    times = ([], [])
+    for i in range(iters):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            t0 = time.perf_counter()
+            (a, b)[k]()
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def speed(engine, rounds, iters):
@@ -100,14 +107,18 @@ def speed(engine, rounds, iters):
         for a, b in zip(outs, spec_outs):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
         best_c = best_s = float("inf")
+        ratios = []
         for _ in range(rounds):
-            best_c = min(best_c, median_ms(lambda: cls.run(ins, outs), iters))
-            best_s = min(best_s, median_ms(lambda: spec.run(ins, spec_outs), iters))
+            c, sp = paired_medians_ms(lambda: cls.run(ins, outs),
+                                      lambda: spec.run(ins, spec_outs), iters)
+            best_c, best_s = min(best_c, c), min(best_s, sp)
+            ratios.append(c / sp)
         size_text = ", ".join(f"{k}={v}" for k, v in sizes.items())
         seed_text = ", ".join(f"{k}={v}" for k, v in seed_sizes.items())
-        rows.append((label, size_text, seed_text, class_compiles, best_c, best_s))
-        print(f"  {label} ({size_text}): class {best_c:.3f} ms, specialized {best_s:.3f} ms",
-              file=sys.stderr)
+        ratio = statistics.median(ratios)
+        rows.append((label, size_text, seed_text, class_compiles, best_c, best_s, ratio))
+        print(f"  {label} ({size_text}): class {best_c:.3f} ms, specialized {best_s:.3f} ms, "
+              f"round ratios {' '.join(f'{r:.3f}' for r in ratios)}", file=sys.stderr)
     return rows
 
 
@@ -123,7 +134,7 @@ def hundred_shapes(engine, on):
     seconds = time.perf_counter() - t0
     after = engine.cache_stats()
     return (after["compiles"] - before["compiles"], after["compile_seconds"] -
-            before["compile_seconds"], seconds)
+            before["compile_seconds"], seconds, p.stats()["plan_searches"])
 
 
 def main():
@@ -136,19 +147,19 @@ def main():
     print("compiles for 100 (batch, sequence) pairs of the transformer block:", file=sys.stderr)
     on = hundred_shapes(engine, True)
     off = hundred_shapes(stitch.Engine(backend="cpu"), False)
-    print("\n| transformer block, 100 (B, S) pairs | kernels compiled | compile time | "
-          "first runs, total |")
-    print("|:--|--:|--:|--:|")
-    print(f"| shape classes (default) | {on[0]} | {on[1]:.2f} s | {on[2]:.2f} s |")
-    print(f"| STITCH_SHAPE_CLASSES=0 (sizes compiled in) | {off[0]} | {off[1]:.2f} s | "
+    print("\n| transformer block, 100 (B, S) pairs | plans searched | kernels compiled | "
+          "compile time | first runs, total |")
+    print("|:--|--:|--:|--:|--:|")
+    print(f"| shape classes (default) | {on[3]} | {on[0]} | {on[1]:.2f} s | {on[2]:.2f} s |")
+    print(f"| STITCH_SHAPE_CLASSES=0 (sizes compiled in) | {off[3]} | {off[0]} | {off[1]:.2f} s | "
           f"{off[2]:.2f} s |")
     rows = speed(engine, a.rounds, a.iters)
     print("\n| graph | sizes measured | class compiled at | compiles at the measured size | "
           "class kernel, ms | specialized, ms | class / specialized |")
     print("|:--|:--|:--|--:|--:|--:|--:|")
-    for label, size_text, seed_text, compiles, c, s in rows:
+    for label, size_text, seed_text, compiles, c, s, ratio in rows:
         print(f"| {label} | {size_text} | {seed_text} | {compiles} | {c:.3f} | {s:.3f} | "
-              f"{c / s:.3f} |")
+              f"{ratio:.3f} |")
 
 
 if __name__ == "__main__":

@@ -325,15 +325,30 @@ typedef struct {
   uint64_t corrupt_entries; /* disk entries found damaged: ignored, recompiled, rewritten */
   uint64_t compiles;        /* kernels compiled */
   double compile_seconds;   /* time spent compiling them */
-  /* Shape classes (cpu backend; README): compiled kernels that take their sizes as arguments,
-   * and the distinct sizes they served in all (class_sizes / shape_classes: input signatures a
-   * class kernel served on average). 0 on the other backends. */
+  /* Shape classes (README): compiled kernels that take their sizes as arguments, and the distinct
+   * sizes they served in all (class_sizes / shape_classes: input signatures a class kernel served
+   * on average). 0 on the reference backend. */
   uint64_t shape_classes;
   uint64_t class_sizes;
 } stitch_cache_stats_t;
 
 STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
                                                      stitch_cache_stats_t* out);
+
+/* Statistics of one program's input signatures and their plans. A program keeps its plans per
+ * shape class (README, "Shape classes"): the first signature of a class runs the plan search,
+ * and a later one re-prices that plan at its own sizes when the cost model decides every kernel
+ * as it did there (else it searches, and the class keeps that plan too). With
+ * STITCH_SHAPE_CLASSES=0, or a graph without symbolic dims, every signature is searched. */
+typedef struct {
+  uint64_t signatures;    /* input signatures planned so far */
+  uint64_t plan_searches; /* of them, planned by the search */
+  uint64_t plan_reuses;   /* of them, run with a kept plan of their class */
+  uint64_t plan_classes;  /* distinct plan classes among them */
+} stitch_program_stats_t;
+
+STITCH_API stitch_status_t stitch_program_stats(stitch_program_t program,
+                                                stitch_program_stats_t* out);
 
 /* ---------------------------------------------------------------------------------------------
  * Device memory

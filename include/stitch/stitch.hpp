@@ -199,6 +199,11 @@ class Program : public Handle<stitch_program_t, stitch_program_destroy> {
   using Handle::Handle;
   size_t numInputs() const { return stitch_program_num_inputs(h_); }
   size_t numOutputs() const { return stitch_program_num_outputs(h_); }
+  stitch_program_stats_t stats() const {
+    stitch_program_stats_t s{};
+    check(stitch_program_stats(h_, &s));
+    return s;
+  }
   std::vector<int64_t> outputShape(const std::vector<DLTensor>& inputs, size_t index) const {
     size_t rank = 0;
     check(stitch_program_output_shape(h_, inputs.data(), inputs.size(), index, nullptr, 0, &rank));

@@ -165,6 +165,15 @@ class _Attr(ctypes.Structure):
     ]
 
 
+class _ProgramStats(ctypes.Structure):
+    _fields_ = [
+        ("signatures", ctypes.c_uint64),
+        ("plan_searches", ctypes.c_uint64),
+        ("plan_reuses", ctypes.c_uint64),
+        ("plan_classes", ctypes.c_uint64),
+    ]
+
+
 class _CacheStats(ctypes.Structure):
     _fields_ = [
         ("memory_hits", ctypes.c_uint64),
@@ -229,6 +238,7 @@ _engine_destroy = _decl("stitch_engine_destroy", None, _p)
 _engine_backend = _decl("stitch_engine_backend", _cstr, _p)
 _engine_device = _decl("stitch_engine_device", _st, _p, ctypes.POINTER(_DLDevice))
 _engine_cache_stats = _decl("stitch_engine_cache_stats", _st, _p, ctypes.POINTER(_CacheStats))
+_program_stats = _decl("stitch_program_stats", _st, _p, ctypes.POINTER(_ProgramStats))
 _program_compile = _decl("stitch_program_compile", _st, _p, _p, ctypes.POINTER(_p))
 _program_destroy = _decl("stitch_program_destroy", None, _p)
 _program_num_inputs = _decl("stitch_program_num_inputs", _sz, _p)
@@ -715,6 +725,13 @@ class Program:
     @property
     def num_outputs(self) -> int:
         return _program_num_outputs(self._h)
+
+    def stats(self) -> Dict[str, int]:
+        """Input signatures planned so far, and how: plan_searches ran the plan search,
+        plan_reuses re-priced a plan kept for their shape class (README, "Shape classes")."""
+        s = _ProgramStats()
+        _check(_program_stats(self._h, ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _ProgramStats._fields_}
 
     def output_shapes(self, inputs: Sequence[Any]) -> List[Tuple[int, ...]]:
         """The output shapes for these inputs (arrays or _TensorView)."""

@@ -37,6 +37,18 @@ def test_parse_and_run_numpy_zero_copy():
     assert p.output_shapes([np.zeros((3, 8), np.float32)]) == [(3, 8)]
 
 
+def test_program_stats_count_signatures_and_kept_plans():
+    # Rows 40, 33 and 47 are one plan class (2^5), 5 another: two searches, two kept plans.
+    p = _engine().compile(stitch.parse(SOFTMAX))
+    for n in (40, 33, 47, 5, 40):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(p.run([x])[0], e / e.sum(-1, keepdims=True), rtol=1e-5,
+                                   atol=1e-6)
+    assert p.stats() == {"signatures": 4, "plan_searches": 2, "plan_reuses": 2,
+                         "plan_classes": 2}
+
+
 def test_build_graph_in_python_and_run_torch():
     torch = pytest.importorskip("torch")
     g = stitch.Graph("bias_gelu")

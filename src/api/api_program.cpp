@@ -67,6 +67,9 @@ struct stitch_program_s {
   std::shared_ptr<const api::EngineConfig> config;
   ir::Graph graph;
   ir::Graph optimized;
+  // optimized's plans, kept per shape class (fusion/plan_cache.h): a new signature of a known
+  // class re-prices a kept plan instead of searching.
+  std::unique_ptr<fusion::PlanCache> plans;
   std::mutex mutex;  // guards states
   std::map<std::string, std::shared_ptr<SignatureState>> states;
   // Its own lock, so that a repeat run never waits for another signature's compile (stateFor
@@ -118,8 +121,19 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
                                  : "shape class, size arguments " +
                                        lower::sizeArgsText(b.programs.at(i)) + "\n";
     }
-    write("plan", "plan.txt",
-          "# signature " + key + "\n" + classes + fusion::explainText(p.optimized, b.plan));
+    // And which plan class it used: the search ran for it, or a kept plan was re-priced.
+    const fusion::PlanOrigin& o = b.planOrigin;
+    std::string origin, searchedAt;
+    for (const auto& [sym, size] : o.searchedAt)
+      searchedAt += fmt::format("{}{}={}", searchedAt.empty() ? "" : ",", sym, size);
+    if (o.reused)
+      origin = fmt::format("# plan: class {}, the plan searched at {} re-priced for these sizes\n",
+                           o.className, searchedAt);
+    else if (!o.className.empty())
+      origin = fmt::format("# plan: class {}, searched for these sizes\n", o.className);
+    write(
+        "plan", "plan.txt",
+        "# signature " + key + "\n" + origin + classes + fusion::explainText(p.optimized, b.plan));
   }
   for (size_t i = 0; i < b.artifact.kernels.size(); ++i) {
     const rt::KernelCode& code = b.artifact.kernels[i].forms.at(0);
@@ -154,7 +168,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   driver::Build build =
       driver::build(p.optimized, ir::bindInputs(p.optimized, sig), backend.target(),
                     driver::Options{p.config->fusion, p.config->planCandidate},
-                    oracle ? driver::Stage::Plan : driver::Stage::Emit);
+                    oracle ? driver::Stage::Plan : driver::Stage::Emit, p.plans.get());
   log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
               build.plan.kernels.size(), p.optimized.numOps());
   dump(p, key, build);
@@ -396,6 +410,7 @@ stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t gr
     p->config = engine->config;
     p->graph = g;
     p->optimized = driver::optimize(g);
+    p->plans = std::make_unique<fusion::PlanCache>(p->optimized);
     *out = api::publish(p.release());
     log().debug("compiled graph {} ({} ops) for backend {}", g.name(), g.numOps(),
                 engine->config->backend->name());
@@ -405,6 +420,24 @@ stitch_status_t stitch_program_compile(stitch_engine_t engine, stitch_graph_t gr
 
 void stitch_program_destroy(stitch_program_t program) {
   if (api::destroyCheck(program, api::HandleKind::Program, __func__)) delete program;
+}
+
+stitch_status_t stitch_program_stats(stitch_program_t program, stitch_program_stats_t* out) {
+  STITCH_API_HANDLE(program);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    fusion::PlanCacheStats plans = program->plans->stats();
+    uint64_t signatures = 0;
+    {
+      std::lock_guard<std::mutex> lock(program->mutex);
+      signatures = program->states.size();
+    }
+    // Signatures the cache did not serve were searched, whether the cache was asked or not
+    // (STITCH_SHAPE_CLASSES=0, a static graph).
+    const uint64_t reuses = std::min<uint64_t>(plans.reuses, signatures);
+    *out = stitch_program_stats_t{signatures, signatures - reuses, reuses, plans.classes};
+    return STITCH_OK;
+  })
 }
 
 size_t stitch_program_num_inputs(stitch_program_t program) {

@@ -234,13 +234,20 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
 }
 
 Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::Target& target,
-            const Options& options, Stage stage) {
+            const Options& options, Stage stage, fusion::PlanCache* plans) {
   Build out;
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
   planner.candidate = options.planCandidate;
   const fusion::HardwareProfile profile = profileFor(target);
-  out.plan = fusion::planGraph(optimized, bindings, profile, planner);
+  const bool classes = !bindings.empty() && shapeClassesEnabled();
+  if (plans && classes) {
+    STITCH_INTERNAL(&plans->graph() == &optimized, "a plan cache used for another graph");
+    out.plan = plans->plan(bindings, profile, planner, &out.planOrigin);
+  } else {
+    out.plan = fusion::planGraph(optimized, bindings, profile, planner);
+    out.planOrigin.searchedAt = bindings;
+  }
   log().debug("graph {} planned for {} ({} fusion): {} kernels for {} ops", optimized.name(),
               target.arch, fusion::modeName(options.mode), out.plan.kernels.size(),
               optimized.numOps());
@@ -252,7 +259,6 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::
   a.external.insert(a.external.end(), optimized.outputs().begin(), optimized.outputs().end());
   // Shape classes (lower/size_args.h): the emitters read sizes that the signature's symbols move
   // as arguments, so that other sizes of the class share the compiled kernel.
-  const bool classes = !bindings.empty() && shapeClassesEnabled();
   const ir::Bindings moved = classes ? lower::perturbedBindings(bindings) : ir::Bindings{};
   for (const fusion::Kernel& k : out.plan.kernels) {
     out.programs.push_back(lowerFor(optimized, k, bindings, target, profile));

@@ -32,6 +32,7 @@
 
 #include "fusion/hardware.h"
 #include "fusion/plan.h"
+#include "fusion/plan_cache.h"
 #include "ir/graph.h"
 #include "lower/kernel_program.h"
 #include "runtime/artifact.h"
@@ -59,14 +60,18 @@ enum class Stage {
 // A graph built for one target under one input signature.
 struct Build {
   fusion::Plan plan;                           // plan.bindings: the sizes it was built for
+  fusion::PlanOrigin planOrigin;               // searched, or a class's kept plan re-priced
   std::vector<lower::KernelProgram> programs;  // per kernel of the plan (Stage::Emit)
   rt::ProgramArtifact artifact;                // the same kernels as code (Stage::Emit)
 };
 
 // `optimized` (from optimize()) planned for `target` under `bindings` (sizes of every symbolic
-// dim: ir::bindInputs), and with Stage::Emit lowered, emitted and keyed.
+// dim: ir::bindInputs), and with Stage::Emit lowered, emitted and keyed. With `plans` (a cache of
+// `optimized`'s plans, kept per shape class: fusion/plan_cache.h) the plan comes through it;
+// without, the search runs. STITCH_SHAPE_CLASSES=0 turns both the plan cache and the kernels'
+// size arguments off.
 Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::Target& target,
-            const Options& options, Stage stage = Stage::Emit);
+            const Options& options, Stage stage = Stage::Emit, fusion::PlanCache* plans = nullptr);
 
 // One kernel program as an artifact for `target`: what build() makes of each kernel.
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& target);

@@ -4,8 +4,9 @@
 // elements), and every producer->consumer edge inside it carries the stitch scheme that hands
 // the value over: registers (local, possibly recomputing it), warp shuffles, shared memory
 // (block), or global memory behind a grid barrier (global). Values crossing kernel boundaries go
-// through global memory between launches. The plan is made for concrete shapes (a program is
-// planned per input signature), so every size here is a number.
+// through global memory between launches. The plan is for concrete shapes (each input signature
+// gets one: searched, or a plan kept for its shape class re-priced at its sizes, plan_cache.h),
+// so every size here is a number.
 #pragma once
 
 #include <cstdint>
@@ -69,11 +70,23 @@ struct Kernel {
   KernelCost cost;
 };
 
+// Why two kernels with an edge between them were not fused, as a verdict (CutEdge::reason says
+// it in words, with the sizes).
+enum class CutVerdict {
+  Off,         // fusion is off
+  Invalid,     // the two are not one valid kernel
+  Cycle,       // fusing them would make a cycle through another kernel
+  DoesNotPay,  // the fused kernel would cost more than the two
+  KeptApart,   // fusing the pair alone would pay, but the search's plan as a whole did better
+};
+std::string_view cutVerdictName(CutVerdict v);
+
 // A producer->consumer edge between two kernels, and why it was not fused.
 struct CutEdge {
   int producer;
   int consumer;
   std::string reason;
+  CutVerdict verdict = CutVerdict::Invalid;
 };
 
 struct Plan {

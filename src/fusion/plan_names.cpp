@@ -31,6 +31,17 @@ std::string_view schemeName(Scheme s) {
   badEnum("Scheme", static_cast<int>(s));
 }
 
+std::string_view cutVerdictName(CutVerdict v) {
+  switch (v) {
+    case CutVerdict::Off: return "off";
+    case CutVerdict::Invalid: return "invalid";
+    case CutVerdict::Cycle: return "cycle";
+    case CutVerdict::DoesNotPay: return "does_not_pay";
+    case CutVerdict::KeptApart: return "kept_apart";
+  }
+  badEnum("CutVerdict", static_cast<int>(v));
+}
+
 std::string_view mappingKindName(MappingKind k) {
   switch (k) {
     case MappingKind::Loop: return "loop";

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -499,21 +500,74 @@ std::vector<int> kernelOrder(const PlanContext& ctx, const Partition& p) {
 std::string formatMicros(double s) { return fmt::format("{:.2f} us", s * 1e6); }
 
 // Why the edge producer->consumer crosses kernels.
-std::string cutReason(const PlanContext& ctx, Analyses& analyses, const Partition& p, int a,
-                      int b) {
-  if (ctx.mode == Mode::Off) return "fusion is off (STITCH_FUSION=off): one kernel per op";
+std::pair<CutVerdict, std::string> cutReason(const PlanContext& ctx, Analyses& analyses,
+                                             const Partition& p, int a, int b) {
+  if (ctx.mode == Mode::Off)
+    return {CutVerdict::Off, "fusion is off (STITCH_FUSION=off): one kernel per op"};
   std::vector<int> merged = unite(p.groups[a], p.groups[b]);
   GroupResult r = analyses.get(merged);
-  if (!r.valid) return r.reason;
+  if (!r.valid) return {CutVerdict::Invalid, r.reason};
   if (!mergeIsAcyclic(ctx, p, a, b, /*exact=*/true))
-    return "fusing would create a cycle: a path between them runs through another kernel";
+    return {CutVerdict::Cycle,
+            "fusing would create a cycle: a path between them runs through another kernel"};
   double apart = p.costs[a] + p.costs[b];
   double together = r.kernel.cost.time;
   if (together >= apart)
-    return fmt::format("fusing does not pay: {} fused vs {} apart", formatMicros(together),
-                       formatMicros(apart));
-  return fmt::format("the search kept them apart (fusing alone would save {})",
-                     formatMicros(apart - together));
+    return {CutVerdict::DoesNotPay, fmt::format("fusing does not pay: {} fused vs {} apart",
+                                                formatMicros(together), formatMicros(apart))};
+  return {CutVerdict::KeptApart,
+          fmt::format("the search kept them apart (fusing alone would save {})",
+                      formatMicros(apart - together))};
+}
+
+// The plan of partition `p` (acyclic), with its kernels in dependency order, their analyses, the
+// unfused totals and every cut edge's reason; nullopt, with the reason in *invalid, when a group
+// is not a valid kernel under ctx's sizes.
+std::optional<Plan> assemble(const PlanContext& ctx, Analyses& analyses,
+                             const ir::Bindings& bindings, Partition p,
+                             const PlannerOptions& options, std::string* invalid) {
+  Plan plan;
+  plan.mode = options.mode;
+  plan.candidate = options.candidate;
+  plan.target = ctx.hw.name;
+  plan.bindings = bindings;
+  for (int gi : kernelOrder(ctx, p)) {
+    GroupResult r = analyses.get(p.groups[gi]);
+    if (!r.valid) {
+      *invalid = r.reason;
+      return std::nullopt;
+    }
+    // The cut reasons compare against the groups' costs under these sizes.
+    p.costs[gi] = r.kernel.cost.time;
+    plan.time += r.kernel.cost.time;
+    plan.bytes = saturatingAdd(
+        plan.bytes, saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
+    plan.kernels.push_back(std::move(r.kernel));
+  }
+  for (int n : ctx.planned) {
+    GroupResult r = analyses.get({n});
+    ++plan.unfusedKernels;
+    plan.unfusedTime += r.kernel.cost.time;
+    plan.unfusedBytes =
+        saturatingAdd(plan.unfusedBytes,
+                      saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
+  }
+  // Every edge between two kernels gets the reason of that kernel pair (computed once a pair).
+  std::map<std::pair<int, int>, std::pair<CutVerdict, std::string>> reasons;
+  for (int c : ctx.planned) {
+    const std::vector<int>& ops = ctx.graph.node(c).operands;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      int o = ops[i], a = p.groupOf[o], b = p.groupOf[c];
+      if (a < 0 || a == b ||
+          std::find(ops.begin(), ops.begin() + static_cast<long>(i), o) !=
+              ops.begin() + static_cast<long>(i))
+        continue;
+      auto [it, fresh] = reasons.try_emplace({a, b});
+      if (fresh) it->second = cutReason(ctx, analyses, p, a, b);
+      plan.cuts.push_back({o, c, it->second.second, it->second.first});
+    }
+  }
+  return plan;
 }
 
 }  // namespace
@@ -594,42 +648,41 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
     best = *runnerUp;
   }
 
-  Plan plan;
-  plan.mode = options.mode;
-  plan.candidate = options.candidate;
-  plan.target = hw.name;
-  plan.bindings = bindings;
-  for (int gi : kernelOrder(ctx, best)) {
-    GroupResult r = analyses.get(best.groups[gi]);
-    STITCH_INTERNAL(r.valid, "planned an invalid kernel: {}", r.reason);
-    plan.kernels.push_back(r.kernel);
-    plan.time += r.kernel.cost.time;
-    plan.bytes = saturatingAdd(
-        plan.bytes, saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
-  }
-  for (int n : ctx.planned) {
-    GroupResult r = analyses.get({n});
-    ++plan.unfusedKernels;
-    plan.unfusedTime += r.kernel.cost.time;
-    plan.unfusedBytes =
-        saturatingAdd(plan.unfusedBytes,
-                      saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
-  }
-  // Every edge between two kernels gets the reason of that kernel pair (computed once a pair).
-  std::map<std::pair<int, int>, std::string> reasons;
-  for (int c : ctx.planned) {
-    const std::vector<int>& ops = g.node(c).operands;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      int o = ops[i], a = best.groupOf[o], b = best.groupOf[c];
-      if (a < 0 || a == b ||
-          std::find(ops.begin(), ops.begin() + static_cast<long>(i), o) !=
-              ops.begin() + static_cast<long>(i))
-        continue;
-      auto [it, fresh] = reasons.try_emplace({a, b});
-      if (fresh) it->second = cutReason(ctx, analyses, best, a, b);
-      plan.cuts.push_back({o, c, it->second});
+  std::string invalid;
+  std::optional<Plan> plan = assemble(ctx, analyses, bindings, std::move(best), options, &invalid);
+  STITCH_INTERNAL(plan.has_value(), "planned an invalid kernel: {}", invalid);
+  return std::move(*plan);
+}
+
+std::optional<Plan> planKernels(const ir::Graph& g, const std::vector<std::vector<int>>& kernels,
+                                const ir::Bindings& bindings, const HardwareProfile& hw,
+                                const PlannerOptions& options) {
+  PlanContext ctx(g, bindings, hw, options.mode);
+  Analyses analyses(ctx);
+  Partition p;
+  p.groupOf.assign(g.nodes().size(), -1);
+  size_t covered = 0;
+  for (const std::vector<int>& k : kernels) {
+    STITCH_INTERNAL(!k.empty() && std::is_sorted(k.begin(), k.end()),
+                    "planKernels: a kernel's nodes must be sorted and not empty");
+    for (int n : k) {
+      STITCH_INTERNAL(n >= 0 && static_cast<size_t>(n) < g.nodes().size() && ctx.needsKernel(n) &&
+                          p.groupOf[n] < 0,
+                      "planKernels: node {} is not a planned node of graph {} or is in two kernels",
+                      n, g.name());
+      p.groupOf[n] = static_cast<int>(p.groups.size());
     }
+    covered += k.size();
+    p.groups.push_back(k);
   }
+  STITCH_INTERNAL(covered == ctx.planned.size(), "planKernels: {} of graph {}'s {} ops in kernels",
+                  covered, g.name(), ctx.planned.size());
+  STITCH_INTERNAL(partitionIsAcyclic(ctx, p), "planKernels: the kernels of graph {} form a cycle",
+                  g.name());
+  p.costs.assign(p.groups.size(), 0);
+  std::string invalid;
+  std::optional<Plan> plan = assemble(ctx, analyses, bindings, std::move(p), options, &invalid);
+  if (!plan) log().debug("graph {}: a kept plan does not fit these sizes: {}", g.name(), invalid);
   return plan;
 }
 

@@ -8,6 +8,9 @@
 // mapping?") and every partition must leave the kernel graph acyclic.
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "fusion/hardware.h"
 #include "fusion/plan.h"
 #include "ir/graph.h"
@@ -34,6 +37,16 @@ struct PlannerOptions {
 // should have been decomposed (a composite is planned as one opaque kernel otherwise).
 Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
                const PlannerOptions& options = {});
+
+// The plan made of `kernels` (node sets, each sorted: a plan's Kernel::nodes, as made for other
+// sizes of g) under `bindings`: every kernel analyzed again (mapping, schemes, traffic, cost) and
+// the plan's totals and cut reasons for these sizes. nullopt when a kernel is not a valid kernel
+// at these sizes (a row that no longer fits where its scheme needs it). The sets must partition
+// g's planned ops without a cycle between them (an internal error otherwise). This is how a plan
+// is kept for a shape class (plan_cache.h): the search runs once, later sizes re-price its result.
+std::optional<Plan> planKernels(const ir::Graph& g, const std::vector<std::vector<int>>& kernels,
+                                const ir::Bindings& bindings, const HardwareProfile& hw,
+                                const PlannerOptions& options = {});
 
 // Reads STITCH_FUSION (stitch | basic | off); Stitch when unset. Throws InvalidArgument listing
 // the valid values otherwise.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stitch/stitch.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +113,32 @@ TEST(ApiRepeatRuns, ChangedAndAlternatingShapesGiveRightAnswers) {
       EXPECT_TRUE(r.right()) << "n = " << n;
     }
   }
+}
+
+// A program keeps its plans per shape class (README, "Shape classes"): the first signature of a
+// class runs the plan search and the others of the class re-price its plan; a repeated signature
+// is not planned again. STITCH_SHAPE_CLASSES=0 searches every signature.
+TEST(ApiRepeatRuns, ProgramStatsCountSignaturesAndKeptPlans) {
+  for (const char* backend : hostBackends()) {
+    for (bool classes : {true, false}) {
+      SCOPED_TRACE(std::string(backend) + (classes ? "" : ", STITCH_SHAPE_CLASSES=0"));
+      if (!classes) ::setenv("STITCH_SHAPE_CLASSES", "0", 1);
+      Program p(backend, kAffine);
+      for (int64_t n : {40, 33, 47, 40, 5, 6, 40}) {  // classes 2^5 and 2^2
+        AffineRun r(n, static_cast<float>(n));
+        ASSERT_EQ(r.run(p.program), STITCH_OK) << "n = " << n << ": " << lastError();
+        EXPECT_TRUE(r.right()) << "n = " << n;
+      }
+      ::unsetenv("STITCH_SHAPE_CLASSES");
+      stitch_program_stats_t s{};
+      ASSERT_EQ(stitch_program_stats(p.program, &s), STITCH_OK) << lastError();
+      EXPECT_EQ(s.signatures, 5u);
+      EXPECT_EQ(s.plan_searches, classes ? 2u : 5u);
+      EXPECT_EQ(s.plan_reuses, classes ? 3u : 0u);
+      EXPECT_EQ(s.plan_classes, classes ? 2u : 0u);
+    }
+  }
+  EXPECT_EQ(stitch_program_stats(nullptr, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
 }
 
 TEST(ApiRepeatRuns, AWrongShapeOrDtypeAfterAGoodRunStillFails) {

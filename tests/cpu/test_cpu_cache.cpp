@@ -27,6 +27,7 @@
 #include "driver/driver.h"
 #include "driver/keys.h"
 #include "fusion/hardware.h"
+#include "fusion/plan_cache.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -70,14 +71,17 @@ std::vector<uint8_t> encodeTensor(const reference::HostTensor& h) {
   return bytes;
 }
 
-// Runs `original` on the host backend's path: the passes, the plan, the kernels from
-// `compiler` (through its cache), the executor (arena, slots, thread pool). Outputs that are
-// inputs or repeat an earlier output are copied, as the API does.
+// Runs `original` on the host backend's path: the passes, the plan (through `plans` when given:
+// a cache of plans->graph(), the passes' result of `original`), the kernels from `compiler`
+// (through its cache), the executor (arena, slots, thread pool). Outputs that are inputs or
+// repeat an earlier output are copied, as the API does.
 std::vector<reference::HostTensor> runOnHost(HostCompiler& compiler, const ir::Graph& original,
                                              const ir::Bindings& b,
-                                             const std::vector<reference::HostTensor>& inputs) {
-  ir::Graph g = passes::runPasses(original);
-  driver::Build build = driver::build(g, b, compiler.target(), {});
+                                             const std::vector<reference::HostTensor>& inputs,
+                                             fusion::PlanCache* plans = nullptr) {
+  const ir::Graph optimized = plans ? ir::Graph() : passes::runPasses(original);
+  const ir::Graph& g = plans ? plans->graph() : optimized;
+  driver::Build build = driver::build(g, b, compiler.target(), {}, driver::Stage::Emit, plans);
   std::vector<std::shared_ptr<const rt::cpu::KernelPhases>> held;
   std::vector<rt::cpu::CompiledKernel> kernels;
   for (const rt::KernelArtifact& k : build.artifact.kernels) {
@@ -125,11 +129,12 @@ std::vector<reference::HostTensor> runOnHost(HostCompiler& compiler, const ir::G
 
 // Empty when `g` run through `compiler` matches the reference; else what differs.
 std::string checkAgainstReference(HostCompiler& compiler, const ir::Graph& g, const ir::Bindings& b,
-                                  uint64_t seed) {
+                                  uint64_t seed, fusion::PlanCache* plans = nullptr) {
   auto inputs = st::randomInputs(g, b, seed);
   auto want = st::evaluateReference(g, inputs);
   try {
-    return st::compareOutputs(want, runOnHost(compiler, g, b, inputs), st::graphTolerance(g));
+    return st::compareOutputs(want, runOnHost(compiler, g, b, inputs, plans),
+                              st::graphTolerance(g));
   } catch (const std::exception& e) {
     return std::string("exception: ") + e.what();
   }
@@ -311,11 +316,14 @@ TEST(HostKernelCache, ExamplesAndRandomGraphsShareOneDirectory) {
   EXPECT_EQ(pass[1].corruptEntries, 0u);
 }
 
-// Shape classes (lower/size_args.h): the memory-bound graph of a transformer block at 100
-// (batch, sequence) pairs in one process compiles at most 3 kernels per kernel of its plan, and
+// Shape classes (lower/size_args.h, fusion/plan_cache.h): the memory-bound graph of a
+// transformer block at 100 (batch, sequence) pairs in one process compiles at most 3 kernels per
+// kernel of its plan, runs the plan search once per plan class (and where a class splits), and
 // every result matches the reference. Batch 1 is a class of its own (a size-1 axis broadcasts).
 TEST(ShapeClasses, TransformerBlockAt100ShapesCompilesAtMostThreePerKernel) {
   const ir::Graph g = ir::parseModule(readExample("transformer_block.stitch"), "tb.stitch").at(0);
+  const ir::Graph optimized = passes::runPasses(g);
+  fusion::PlanCache plans(optimized);
   auto compiler = memoryOnlyCompiler();
   std::set<std::pair<int64_t, int64_t>> pairs;
   for (uint64_t i = 0; pairs.size() < 100; ++i) {
@@ -326,18 +334,27 @@ TEST(ShapeClasses, TransformerBlockAt100ShapesCompilesAtMostThreePerKernel) {
   int failures = 0;
   for (auto [batch, seq] : pairs) {
     const ir::Bindings b = {{"B", batch}, {"S", seq}};
-    kernels = std::max(
-        kernels, driver::build(passes::runPasses(g), b, compiler->target(), {}, driver::Stage::Plan)
-                     .plan.kernels.size());
-    std::string f = checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(batch * seq));
+    kernels =
+        std::max(kernels, driver::build(optimized, b, compiler->target(), {}, driver::Stage::Plan)
+                              .plan.kernels.size());
+    std::string f =
+        checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(batch * seq), &plans);
     if (!f.empty() && failures++ < 5) ADD_FAILURE() << "B=" << batch << " S=" << seq << ": " << f;
   }
   EXPECT_EQ(failures, 0);
   const rt::CacheStats s = compiler->stats();
-  std::cout << "100 shapes, " << kernels << " kernels a plan: " << s.toString() << "\n";
+  const fusion::PlanCacheStats p = plans.stats();
+  std::cout << "100 shapes, " << kernels << " kernels a plan: " << s.toString()
+            << "; plans: " << p.searches << " searches, " << p.reuses << " kept, " << p.classes
+            << " classes\n";
   EXPECT_GT(s.compiles, 0u);
   EXPECT_LE(s.compiles, 3 * kernels);
   EXPECT_EQ(s.classSizes, 100 * kernels);  // every kernel of every shape ran as a class kernel
+  // B in 1..4 and S in 2..160 fall in at most 3 x 7 plan classes; each searches once, or twice
+  // where the cost model splits it.
+  EXPECT_EQ(p.searches + p.reuses, 100u);
+  EXPECT_LE(p.classes, 21u);
+  EXPECT_LE(p.searches, 2 * p.classes);
 }
 
 // Sharing is sound on every example with symbols and on symbolic random graphs: each at several
@@ -346,14 +363,19 @@ TEST(ShapeClasses, TransformerBlockAt100ShapesCompilesAtMostThreePerKernel) {
 TEST(ShapeClasses, ExamplesAndRandomGraphsShareKernelsAcrossSizesSoundly) {
   auto compiler = memoryOnlyCompiler();
   int failures = 0, runs = 0;
+  uint64_t reusedPlans = 0;
   auto sweep = [&](const std::string& name, const ir::Graph& g, const ir::Bindings& first) {
-    for (int64_t scale : {1, 2, 3, 11}) {
+    const ir::Graph optimized = passes::runPasses(g);
+    fusion::PlanCache plans(optimized);
+    // 5, 16, 21 and 56 from 5: the second and third share a plan class.
+    for (int64_t scale : {1, 3, 4, 11}) {
       ir::Bindings b = first;
       for (auto& [sym, size] : b) size = size * scale + (scale > 1 ? 1 : 0);
       ++runs;
-      std::string f = checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(scale));
+      std::string f = checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(scale), &plans);
       if (!f.empty() && failures++ < 5) ADD_FAILURE() << name << " x" << scale << ": " << f;
     }
+    reusedPlans += plans.stats().reuses;
   };
   for (auto& [name, g] : stitch::testdata::exampleGraphs()) {
     if (g.symbols().empty()) continue;
@@ -372,7 +394,8 @@ TEST(ShapeClasses, ExamplesAndRandomGraphsShareKernelsAcrossSizesSoundly) {
   }
   EXPECT_EQ(failures, 0);
   const rt::CacheStats s = compiler->stats();
-  std::cout << runs << " runs: " << s.toString() << "\n";
+  std::cout << runs << " runs: " << s.toString() << "; " << reusedPlans << " ran a kept plan\n";
+  EXPECT_GT(reusedPlans, 40u);
   EXPECT_GT(s.shapeClasses, 20u);
   EXPECT_GT(s.classSizes, 2 * s.shapeClasses);  // classes served several sizes each
 }

@@ -1,0 +1,189 @@
+// Plans kept per shape class (fusion/plan_cache.h): a kept plan re-priced at another size of its
+// class is a valid plan that runs to the unfused answer, costs (by the model) what the search
+// would have found there, and the class splits where the model decides otherwise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "common/example_graphs.h"
+#include "common/sweep.h"
+#include "fusion/hardware.h"
+#include "fusion/plan_cache.h"
+#include "fusion/plan_eval.h"
+#include "fusion/planner.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
+#include "support/error.h"
+#include "testing/random_graph.h"
+#include "testing/reference_check.h"
+
+using namespace stitch;
+using namespace stitch::fusion;
+namespace st = stitch::testing;
+
+namespace {
+
+std::string text(const ir::Bindings& b) {
+  std::string s;
+  for (const auto& [sym, size] : b) s += (s.empty() ? "" : ",") + sym + "=" + std::to_string(size);
+  return s;
+}
+
+std::vector<std::vector<int>> nodeSets(const Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (const Kernel& k : p.kernels) {
+    out.push_back(k.nodes);
+    std::sort(out.back().begin(), out.back().end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What a sweep saw: signatures served by a kept plan, how many of those the search would have
+// partitioned the same way, and the worst modeled-time ratio of a kept plan to a fresh search.
+struct Tally {
+  int signatures = 0, reused = 0, samePartition = 0, searched = 0, evaluated = 0, splits = 0;
+  double worst = 1;
+  std::string worstCase;
+};
+
+// Runs `g` (after the passes) at each of `sizes` through one PlanCache per profile, and checks
+// every reused plan against a fresh search and against the reference.
+void sweepGraph(const std::string& name, const ir::Graph& g, const std::vector<ir::Bindings>& sizes,
+                Tally& t) {
+  for (const char* target : {"host", "sm_90"}) {
+    const HardwareProfile hw = *findProfile(target);
+    PlanCache cache(g);
+    std::set<std::string> classes;
+    for (const ir::Bindings& b : sizes) {
+      Plan fresh;
+      try {
+        fresh = planGraph(g, b, hw);
+      } catch (const Error&) {
+        continue;  // sizes the graph does not allow (a reshape, a divisibility)
+      }
+      PlanOrigin origin;
+      Plan kept = cache.plan(b, hw, {}, &origin);
+      ++t.signatures;
+      const std::string where = name + " on " + target + " at " + text(b);
+      EXPECT_EQ(origin.className, planClassName(b)) << where;
+      EXPECT_EQ(kept.bindings, b) << where;
+      const bool known = !classes.insert(origin.className).second;
+      if (!origin.reused) {
+        ++t.searched;
+        if (known) ++t.splits;
+        EXPECT_EQ(nodeSets(kept), nodeSets(fresh)) << where << ": a search is a search";
+        continue;
+      }
+      ++t.reused;
+      EXPECT_EQ(planClassName(origin.searchedAt), planClassName(b)) << where;
+      if (nodeSets(kept) == nodeSets(fresh)) ++t.samePartition;
+      const double ratio = kept.time / fresh.time;
+      if (ratio > t.worst) {
+        t.worst = ratio;
+        t.worstCase = where + " (plan searched at " + text(origin.searchedAt) + ")";
+      }
+      // A kept plan runs, kernel by kernel, to the graph's answer at its new sizes (where the
+      // reference is quick: the plan's correctness does not depend on how large they are).
+      if (kept.bytes > (int64_t{1} << 22)) continue;
+      ++t.evaluated;
+      auto inputs = st::randomInputs(g, b, 7);
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<reference::TensorView> views;
+      for (const auto& h : inputs) {
+        bufs.emplace_back(static_cast<size_t>(h.numel() * ir::dtypeBytes(h.dtype)));
+        reference::encode(h, {h.dtype, h.shape, bufs.back().data()});
+        views.push_back({h.dtype, h.shape, bufs.back().data()});
+      }
+      std::string diff = st::compareOutputs(st::evaluateReference(g, inputs),
+                                            evaluatePlan(g, kept, views), st::graphTolerance(g));
+      EXPECT_EQ(diff, "") << where << "\n" << ir::printGraph(g);
+    }
+  }
+}
+
+// Sizes of the symbols (the k-th symbol v + k for each v): a first one, others in its bucket,
+// then other buckets.
+std::vector<ir::Bindings> classSizes(const ir::Bindings& symbols) {
+  std::vector<ir::Bindings> out;
+  for (int64_t v : {40, 33, 47, 63, 36, 5, 6, 7, 100, 127}) {
+    ir::Bindings b = symbols;
+    int i = 0;
+    for (auto& [sym, size] : b) size = v + i++;
+    out.push_back(b);
+  }
+  return out;
+}
+
+// Every example with symbols and symbolic random graphs, each at sizes in a few classes, on a
+// host and a GPU profile: kept plans are used for most signatures, every one of them runs to the
+// reference answer, and none costs the model more than 5% over what a search at its sizes finds.
+TEST(PlanCache, KeptPlansCostWhatTheSearchFindsAndRunToTheAnswer) {
+  Tally t;
+  for (auto& [name, graph] : testdata::exampleGraphs()) {
+    if (graph.symbols().empty()) continue;
+    const ir::Graph g = passes::runPasses(graph);
+    ir::Bindings b;
+    for (const std::string& sym : g.symbols()) b[sym] = 8;
+    sweepGraph(name, g, classSizes(b), t);
+  }
+  const int graphs = st::sweepCount(40);
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(graphs); ++seed) {
+    st::RandomGraphOptions o;
+    o.symbolic = true;
+    const ir::Graph g = passes::runPasses(st::randomGraph(seed, o));
+    if (g.symbols().empty()) continue;
+    ir::Bindings b = st::randomBindings(g, seed);
+    for (auto& [sym, size] : b) size = std::min<int64_t>(size, 9);
+    sweepGraph("random seed " + std::to_string(seed), g, classSizes(b), t);
+  }
+  std::cout << t.signatures << " signatures: " << t.searched << " searched (" << t.splits
+            << " in a class seen before: a split), " << t.reused << " kept plans ("
+            << t.samePartition << " the partition a search picks, " << t.evaluated
+            << " run on the reference); worst modeled time of a kept plan / a search's: " << t.worst
+            << " (" << t.worstCase << ")\n";
+  EXPECT_GT(t.reused, t.searched);
+  EXPECT_LE(t.worst, 1.05) << t.worstCase;
+}
+
+// A class splits where the cost model decides otherwise inside one bucket: on an H100 profile a
+// residual add before a layer norm over 16384 columns runs as a kernel of its own up to 24 rows
+// (many blocks for the add beat a few rows' blocks) and fuses from 26 on. Rows 16..31 are one
+// class; each side keeps its plan, and every plan is the one a search makes there.
+TEST(PlanCache, AClassSplitsWhereTheCostModelDecidesOtherwise) {
+  const ir::Graph g = passes::runPasses(ir::parseModule(R"(
+graph ln(x: f32[R, N], r: f32[R, N], g: f32[N], b: f32[N]) {
+  s = add(x, r)
+  y = layer_norm(s, g, b, axis=-1, eps=1e-5)
+  z = gelu(y)
+  return z
+})",
+                                                        "ln.stitch")
+                                            .at(0));
+  const HardwareProfile hw = *findProfile("sm_90");
+  PlanCache cache(g);
+  struct Step {
+    int64_t rows;
+    bool reused;
+    size_t kernels;
+  };
+  for (Step s : {Step{16, false, 2}, Step{20, true, 2}, Step{28, false, 1}, Step{30, true, 1},
+                 Step{18, true, 2}}) {
+    const ir::Bindings b = {{"N", 16384}, {"R", s.rows}};
+    PlanOrigin origin;
+    Plan p = cache.plan(b, hw, {}, &origin);
+    EXPECT_EQ(origin.className, "N=2^14,R=2^4");
+    EXPECT_EQ(origin.reused, s.reused) << "R=" << s.rows;
+    EXPECT_EQ(p.kernels.size(), s.kernels) << "R=" << s.rows;
+    EXPECT_EQ(nodeSets(p), nodeSets(planGraph(g, b, hw))) << "R=" << s.rows;
+  }
+  const PlanCacheStats st = cache.stats();
+  EXPECT_EQ(st.searches, 2u);
+  EXPECT_EQ(st.reuses, 3u);
+  EXPECT_EQ(st.classes, 1u);
+}
+
+}  // namespace
