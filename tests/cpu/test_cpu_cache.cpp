@@ -419,4 +419,27 @@ TEST(ShapeClasses, TheToggleCompilesSizesIn) {
   EXPECT_EQ(compiler->stats().classSizes, 3u);
 }
 
+// A class kernel's row phases come in two versions (llvm_emitter.cpp, kRowMultiple): rows that
+// are a multiple of 64 long run the one that reads the length as such a multiple, others the
+// general one. One code serves both: sizes on either side of the choice, first seen on either
+// side, compile one kernel and match the reference.
+TEST(ShapeClasses, RowLengthsThatAreMultiplesOf64RunTheirOwnVersionOfOneKernel) {
+  const ir::Graph g = ir::parseModule(readExample("attention_softmax.stitch"), "a.stitch").at(1);
+  ASSERT_EQ(g.name(), "attention_softmax_additive");
+  const ir::Graph optimized = passes::runPasses(g);
+  fusion::PlanCache plans(optimized);
+  auto compiler = memoryOnlyCompiler();
+  for (int64_t s : {128, 100, 256, 77, 192, 64, 129}) {
+    const ir::Bindings b = {{"B", 2}, {"H", 3}, {"S", s}};
+    EXPECT_EQ(checkAgainstReference(*compiler, g, b, static_cast<uint64_t>(s), &plans), "")
+        << "S=" << s;
+  }
+  EXPECT_EQ(compiler->stats().compiles, 1u);
+  const driver::Build build = driver::build(optimized, {{"B", 2}, {"H", 3}, {"S", 100}},
+                                            compiler->target(), {}, driver::Stage::Emit, &plans);
+  const std::string& ir = build.artifact.kernels.at(0).forms.at(0).text;
+  EXPECT_NE(ir.find("_multiple("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("and i64 %row_length, 63"), std::string::npos) << ir;
+}
+
 }  // namespace

@@ -415,11 +415,20 @@ class PhaseEmitter {
  public:
   // `args`: the phase's size arguments (lower/size_args.h), or null when every size is compiled
   // in; `numArgs` of the program's.
+  // `rowMultiple` > 1: the function is only called when the row-length argument is a multiple
+  // of it, and reads it as one (see kRowMultiple).
   PhaseEmitter(llvm::Module& m, const lower::Phase& ph, const lower::PhaseSizeArgs* args,
-               size_t numArgs)
-      : C_(m.getContext()), M_(m), B_(C_), ph_(ph), args_(args), numArgs_(numArgs) {}
+               size_t numArgs, int64_t rowMultiple = 1)
+      : C_(m.getContext()),
+        M_(m),
+        B_(C_),
+        ph_(ph),
+        args_(args),
+        numArgs_(numArgs),
+        rowMultiple_(rowMultiple) {}
 
-  void emit(const std::string& name);
+  void emit(const std::string& name,
+            llvm::GlobalValue::LinkageTypes linkage = llvm::Function::ExternalLinkage);
 
  private:
   llvm::Type* ctype(DType t) {
@@ -614,6 +623,7 @@ class PhaseEmitter {
   const lower::Phase& ph_;
   const lower::PhaseSizeArgs* args_;
   size_t numArgs_;
+  int64_t rowMultiple_;
   std::vector<llvm::Value*> argVals_;  // the size arguments, loaded in the entry block
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> bufs_;
@@ -1185,11 +1195,11 @@ void PhaseEmitter::emitColumnTiles(llvm::Value* begin, llvm::Value* end) {
   });
 }
 
-void PhaseEmitter::emit(const std::string& name) {
+void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes linkage) {
   llvm::Type* ptr = B_.getPtrTy();
   auto* fty =
       llvm::FunctionType::get(B_.getVoidTy(), {ptr, B_.getInt64Ty(), B_.getInt64Ty()}, false);
-  llvm::Function* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, M_);
+  llvm::Function* f = llvm::Function::Create(fty, linkage, name, M_);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   f->addFnAttr(llvm::Attribute::NoFree);
   llvm::Argument* buffers = f->getArg(0);
@@ -1216,6 +1226,12 @@ void PhaseEmitter::emit(const std::string& name) {
       argVals_.push_back(B_.CreateLoad(B_.getInt64Ty(),
                                        B_.CreateConstGEP1_64(B_.getInt64Ty(), sizes, k),
                                        fmt::format("size{}", k)));
+    // The same value with its low bits known clear: the row loops' trip counts are then
+    // multiples of the vector loop's step, and LLVM drops their remainder loops.
+    if (rowMultiple_ > 1 && args_->rowLength >= 0) {
+      llvm::Value*& v = argVals_[static_cast<size_t>(args_->rowLength)];
+      v = B_.CreateAnd(v, i64(-rowMultiple_), "row_length");
+    }
   }
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
@@ -1375,6 +1391,44 @@ std::string streamedBuffers(const lower::KernelProgram& p, const lower::Phase& p
   return out;
 }
 
+// Row lengths that are a multiple of this are the ones a specialized kernel walks without a
+// remainder loop (the f32 vector loop's step on AVX-512: 16 lanes, unrolled 4 times; f64's 32
+// divides it), and the common ones (sequence lengths of 128, 256, 384, 512). A class kernel's
+// reduce phase that reads its row length as an argument is emitted twice: for row lengths that
+// are such a multiple, reading the argument as one, and for any; its entry point calls the one
+// the argument selects. One code serves the whole class still (the choice is made at run time),
+// and an attention softmax over rows of 256 ran 1.07x its specialized kernel's time without it
+// (BENCHMARKS.md, "Shape classes").
+constexpr int64_t kRowMultiple = 64;
+
+// The entry point of a phase emitted as `multiple` and `any` (above): loads the row-length
+// argument and calls the function for it.
+void emitRowDispatch(llvm::Module& m, const std::string& name, size_t numBuffers, int rowArg,
+                     llvm::Function* multiple, llvm::Function* any) {
+  llvm::LLVMContext& c = m.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Function* f =
+      llvm::Function::Create(multiple->getFunctionType(), llvm::Function::ExternalLinkage, name, m);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  f->addFnAttr(llvm::Attribute::NoFree);
+  f->getArg(0)->addAttr(llvm::Attribute::NoAlias);
+  f->getArg(0)->addAttr(llvm::Attribute::ReadOnly);
+  b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", f));
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Value* sizes = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), numBuffers));
+  llvm::Value* row = b.CreateLoad(
+      b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), sizes, rowArg), "row_length");
+  llvm::Value* low = b.CreateAnd(row, b.getInt64(kRowMultiple - 1));
+  auto* yes = llvm::BasicBlock::Create(c, "multiple", f);
+  auto* no = llvm::BasicBlock::Create(c, "any", f);
+  b.CreateCondBr(b.CreateICmpEQ(low, b.getInt64(0)), yes, no);
+  for (auto [block, callee] : {std::pair{yes, multiple}, std::pair{no, any}}) {
+    b.SetInsertPoint(block);
+    b.CreateCall(callee, {f->getArg(0), f->getArg(1), f->getArg(2)});
+    b.CreateRetVoid();
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
@@ -1383,10 +1437,26 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
   for (size_t i = 0; i < p.phases.size(); ++i) {
     std::string name = fmt::format("{}_{}", prefix, i);
     const lower::SizeArgs& a = p.sizeArgs;
-    PhaseEmitter(m, p.phases[i], a.values.empty() ? nullptr : &a.phases[i], a.values.size())
-        .emit(name);
-    std::string streamed = streamedBuffers(p, p.phases[i], options.streamingStoreBytes);
-    if (!streamed.empty()) m.getFunction(name)->addFnAttr(rt::cpu::kStreamingBuffersAttr, streamed);
+    const lower::Phase& ph = p.phases[i];
+    const lower::PhaseSizeArgs* args = a.values.empty() ? nullptr : &a.phases[i];
+    std::vector<llvm::Function*> made;
+    if (args && ph.reduce && args->rowLength >= 0) {
+      // Internal: the names are the module's own, so every module may use them.
+      PhaseEmitter(m, ph, args, a.values.size(), kRowMultiple)
+          .emit(name + "_multiple", llvm::Function::InternalLinkage);
+      PhaseEmitter(m, ph, args, a.values.size())
+          .emit(name + "_any", llvm::Function::InternalLinkage);
+      emitRowDispatch(m, name, ph.buffers.size(), args->rowLength,
+                      m.getFunction(name + "_multiple"), m.getFunction(name + "_any"));
+      made = {m.getFunction(name), m.getFunction(name + "_multiple"), m.getFunction(name + "_any")};
+    } else {
+      PhaseEmitter(m, ph, args, a.values.size()).emit(name);
+      made = {m.getFunction(name)};
+    }
+    // On every function the phase's stores may end up in after inlining.
+    std::string streamed = streamedBuffers(p, ph, options.streamingStoreBytes);
+    if (!streamed.empty())
+      for (llvm::Function* f : made) f->addFnAttr(rt::cpu::kStreamingBuffersAttr, streamed);
     names.push_back(name);
   }
   return names;
