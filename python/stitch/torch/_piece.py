@@ -115,6 +115,7 @@ class Piece:
                 engine = engine_for(device)
                 self.report.backend = engine.backend
                 p = self.programs[device] = engine.compile(self.graph)
+                self.report.add_program(p)
             return p
 
     def __call__(self, *args):

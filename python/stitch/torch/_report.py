@@ -11,6 +11,7 @@ the 1.13 path a size computed in Python that changed).
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Dict, List, Optional
 
 
@@ -32,6 +33,7 @@ class GraphReport:
         self.runtime_fallbacks: Dict[str, int] = {}
         self.backend: Optional[str] = None
         self.saved_tensors: Optional[int] = None  # a backward graph: tensors the forward saved
+        self._programs: List[weakref.ref] = []  # the pieces' programs, one per device
         self._lock = threading.Lock()
 
     def __deepcopy__(self, memo):
@@ -49,6 +51,24 @@ class GraphReport:
         self.replaced_ops += len(ops)
         self.programs += 1
         self.kernels += kernels
+
+    def add_program(self, program: Any) -> None:
+        """A piece's program (stitch.Program), whose statistics plan_stats() sums."""
+        with self._lock:
+            self._programs.append(weakref.ref(program))
+
+    def plan_stats(self) -> Dict[str, int]:
+        """The pieces' programs' Program.stats() summed: input signatures run so far, how many
+        ran the plan search and how many a plan kept for their shape class (README, "Shape
+        classes")."""
+        total = {"signatures": 0, "plan_searches": 0, "plan_reuses": 0, "plan_classes": 0}
+        with self._lock:
+            programs = [r() for r in self._programs]
+        for p in programs:
+            if p is not None:
+                for k, v in p.stats().items():
+                    total[k] += v
+        return total
 
     def add_fallback(self, node: str, op: str, reason: str) -> None:
         self.fallbacks.append({"node": node, "op": op, "reason": reason})
@@ -68,6 +88,11 @@ class GraphReport:
                   " on %s" % self.backend if self.backend else "",
                   "; reads %d tensor(s) saved by the forward" % self.saved_tensors
                   if self.saved_tensors is not None else "")]
+        if self._programs:
+            st = self.plan_stats()
+            out.append("  %d input signature(s) so far: %d planned by the search, %d by a plan kept "
+                       "for their shape class" % (st["signatures"], st["plan_searches"],
+                                                  st["plan_reuses"]))
         if self.pieces:
             w = max(len(p["name"]) for p in self.pieces)
             out.append("  %-*s  %7s  %s" % (w, "piece", "kernels", "ops (from)"))
