@@ -1503,12 +1503,17 @@ NamedIR namedProgramIR(const lower::KernelProgram& p,
   static const std::string kNeutral = "stitch_kernel";
   llvm::LLVMContext ctx;
   llvm::Module m(kNeutral, ctx);
-  std::vector<std::string> names = emitProgram(p, kNeutral, m, options);
+  emitProgram(p, kNeutral, m, options);
   NamedIR out;
   out.keyText = printModule(m);
   out.prefix = prefixFor(out.keyText);
-  for (size_t i = 0; i < names.size(); ++i)
-    m.getFunction(names[i])->setName(fmt::format("{}_{}", out.prefix, i));
+  // Every function emitProgram named after the prefix: the entries (PREFIX_i) and the versions
+  // of a phase they dispatch to (PREFIX_i_multiple, PREFIX_i_any), as programIR(p, prefix) names
+  // them.
+  const std::string neutral = kNeutral + "_";
+  for (llvm::Function& f : m.functions())
+    if (f.getName().starts_with(neutral))
+      f.setName(out.prefix + "_" + f.getName().substr(neutral.size()).str());
   m.setModuleIdentifier(out.prefix);
   m.setSourceFileName(out.prefix);
   out.text = printModule(m);
