@@ -41,6 +41,7 @@ class ReferenceBackend final : public HostMemoryBackend {
     throwError(ErrorCode::Internal, "the reference backend interprets graphs; it loads no code");
   }
   CacheStats cacheStats() const override { return {}; }
+  PersistentLayers* persistentLayers() override { return nullptr; }
 
  private:
   Target target_ = [] {

@@ -88,6 +88,9 @@ class Backend {
   virtual void synchronize(void* stream) = 0;
 
   virtual CacheStats cacheStats() const = 0;
+  // The persistent layers (disk, remote) of its kernel cache, which the compile driver's callers
+  // also keep whole-program entries in (warm starts, src/api); null when it compiles nothing.
+  virtual PersistentLayers* persistentLayers() = 0;
 };
 
 // The process-wide backend of kind b, made on first use; nullptr with *why when it cannot run

@@ -14,7 +14,9 @@
 #include <functional>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
+#include "runtime/remote_cache.h"
 #include "support/canonical.h"
 #include "support/env.h"
 
@@ -55,19 +57,26 @@ CacheStats& CacheStats::operator+=(const CacheStats& o) {
   diskMisses += o.diskMisses;
   diskWrites += o.diskWrites;
   corruptEntries += o.corruptEntries;
+  evictions += o.evictions;
   compiles += o.compiles;
   compileSeconds += o.compileSeconds;
   shapeClasses += o.shapeClasses;
   classSizes += o.classSizes;
+  remoteHits += o.remoteHits;
+  remoteMisses += o.remoteMisses;
+  remoteWrites += o.remoteWrites;
+  remoteErrors += o.remoteErrors;
   return *this;
 }
 
 std::string CacheStats::toString() const {
   return fmt::format(
-      "memory {} hits / {} misses, disk {} hits / {} misses / {} writes, {} corrupt entries, "
-      "{} compiles in {:.3f} s, {} shape classes serving {} sizes",
-      memoryHits, memoryMisses, diskHits, diskMisses, diskWrites, corruptEntries, compiles,
-      compileSeconds, shapeClasses, classSizes);
+      "memory {} hits / {} misses, disk {} hits / {} misses / {} writes / {} evictions, "
+      "{} corrupt entries, {} compiles in {:.3f} s, {} shape classes serving {} sizes, remote {} "
+      "hits / {} misses / {} writes / {} errors",
+      memoryHits, memoryMisses, diskHits, diskMisses, diskWrites, evictions, corruptEntries,
+      compiles, compileSeconds, shapeClasses, classSizes, remoteHits, remoteMisses, remoteWrites,
+      remoteErrors);
 }
 
 void ShapeClassCounter::note(const CacheKey& key, const std::vector<int64_t>& sizes) {
@@ -97,6 +106,7 @@ CacheStats CacheStatsCounter::snapshot() const {
   s.diskMisses = diskMisses_.load(std::memory_order_relaxed);
   s.diskWrites = diskWrites_.load(std::memory_order_relaxed);
   s.corruptEntries = corruptEntries_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
   s.compiles = compiles_.load(std::memory_order_relaxed);
   s.compileSeconds = static_cast<double>(compileNanos_.load(std::memory_order_relaxed)) * 1e-9;
   return s;
@@ -104,7 +114,7 @@ CacheStats CacheStatsCounter::snapshot() const {
 
 void CacheStatsCounter::reset() {
   for (auto* c : {&memoryHits_, &memoryMisses_, &diskHits_, &diskMisses_, &diskWrites_,
-                  &corruptEntries_, &compiles_, &compileNanos_})
+                  &corruptEntries_, &evictions_, &compiles_, &compileNanos_})
     c->store(0, std::memory_order_relaxed);
 }
 
@@ -162,6 +172,9 @@ std::string errnoText() { return std::strerror(errno); }
 // Keys hold a serialized kernel program: a few KB, a few hundred KB for the largest kernels.
 // Anything far larger is not one of our headers (and is not worth allocating for).
 constexpr uint64_t kMaxKeyBytes = uint64_t{64} << 20;
+// No entry (a cubin, an object file, a program's artifact) comes near this; a larger file is not
+// ours, and is not read whole.
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
 std::atomic<uint64_t> gTempCounter{0};
 
@@ -199,7 +212,8 @@ bool processExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
-DiskCache::DiskCache(fs::path dir) : enabled_(true), dir_(std::move(dir)) {}
+DiskCache::DiskCache(fs::path dir, uint64_t maxBytes)
+    : enabled_(true), dir_(std::move(dir)), maxBytes_(maxBytes) {}
 
 std::unique_ptr<DiskCache> DiskCache::disabled() {
   return std::unique_ptr<DiskCache>(new DiskCache());
@@ -216,7 +230,15 @@ std::optional<fs::path> DiskCache::directoryFromEnv() {
   return std::nullopt;
 }
 
+uint64_t DiskCache::maxBytesFromEnv() {
+  const int64_t mb = env::getInt("STITCH_CACHE_MAX_MB", 1, static_cast<int64_t>(kMaxDiskCacheMaxMB),
+                                 static_cast<int64_t>(kDefaultDiskCacheMaxMB));
+  return static_cast<uint64_t>(mb) << 20;
+}
+
 std::unique_ptr<DiskCache> DiskCache::fromEnv() {
+  // Checked even when the layer is off: a bad value is a mistake wherever it is set.
+  const uint64_t maxBytes = maxBytesFromEnv();
   if (!enabledByEnv()) {
     stitch::log().debug("kernel cache: disk layer off (STITCH_CACHE=0)");
     return disabled();
@@ -228,15 +250,42 @@ std::unique_ptr<DiskCache> DiskCache::fromEnv() {
         "compiled kernels are kept in memory only");
     return disabled();
   }
-  return std::make_unique<DiskCache>(*dir);
+  return std::make_unique<DiskCache>(*dir, maxBytes);
 }
 
 fs::path DiskCache::pathFor(const CacheKey& key) const {
   return dir_ / fmt::format("{:016x}{}", key.hash(), kDiskExtension);
 }
 
-std::vector<uint8_t> DiskCache::encode(const std::string& canonicalKey,
-                                       std::span<const uint8_t> payload) {
+namespace {
+
+// An entry's header fields (the format table in kernel_cache.h).
+struct EntryHeader {
+  uint64_t keyBytes = 0, payloadBytes = 0, checksum = 0;
+};
+
+// Reads the header at h of an entry `size` bytes long into out: "" when the magic and format
+// version are ours and the sizes add up to `size`, else what is wrong. Each term is checked
+// against the size first, so their sum cannot wrap.
+std::string parseEntryHeader(const uint8_t* h, uint64_t size, EntryHeader& out) {
+  if (size < kDiskHeaderBytes) return fmt::format("{} bytes, shorter than the header", size);
+  if (std::memcmp(h, kDiskMagic.data(), kDiskMagic.size()) != 0) return "wrong magic";
+  const uint64_t version = getLE(h + 8, 4);
+  if (version != kDiskFormatVersion)
+    return fmt::format("format version {}, expected {}", version, kDiskFormatVersion);
+  out.keyBytes = getLE(h + 12, 4);
+  out.payloadBytes = getLE(h + 16, 8);
+  out.checksum = getLE(h + 24, 8);
+  if (out.keyBytes > kMaxKeyBytes || out.payloadBytes > size ||
+      size != kDiskHeaderBytes + out.keyBytes + out.payloadBytes)
+    return fmt::format("{} bytes, header says {} + {} + {}", size, kDiskHeaderBytes, out.keyBytes,
+                       out.payloadBytes);
+  return "";
+}
+
+}  // namespace
+
+std::vector<uint8_t> encodeEntry(std::string_view canonicalKey, std::span<const uint8_t> payload) {
   // Sized once and filled by offset (growing it with insert() trips a GCC 12 -O2 false
   // -Wstringop-overflow).
   std::vector<uint8_t> out(kDiskHeaderBytes + canonicalKey.size() + payload.size());
@@ -251,6 +300,31 @@ std::vector<uint8_t> DiskCache::encode(const std::string& canonicalKey,
   if (!payload.empty())
     std::memcpy(p + kDiskHeaderBytes + canonicalKey.size(), payload.data(), payload.size());
   return out;
+}
+
+std::optional<std::vector<uint8_t>> decodeEntry(std::span<const uint8_t> bytes,
+                                                std::string_view canonicalKey, std::string* why) {
+  auto fail = [&](std::string text) -> std::optional<std::vector<uint8_t>> {
+    if (why) *why = std::move(text);
+    return std::nullopt;
+  };
+  EntryHeader h;
+  if (std::string defect = parseEntryHeader(bytes.data(), bytes.size(), h); !defect.empty())
+    return fail(std::move(defect));
+  const std::string_view storedKey(reinterpret_cast<const char*>(bytes.data() + kDiskHeaderBytes),
+                                   h.keyBytes);
+  if (storedKey != canonicalKey)
+    return fail(
+        "the header holds another key (a hash collision, another version's entry or a "
+        "foreign value)");
+  std::span<const uint8_t> payload = bytes.subspan(kDiskHeaderBytes + h.keyBytes);
+  if (fnv1a64(payload) != h.checksum) return fail("payload checksum mismatch");
+  return std::vector<uint8_t>(payload.begin(), payload.end());
+}
+
+std::vector<uint8_t> DiskCache::encode(const std::string& canonicalKey,
+                                       std::span<const uint8_t> payload) {
+  return encodeEntry(canonicalKey, payload);
 }
 
 void DiskCache::rejectCorrupt(const fs::path& path, const std::string& why, uint64_t dev,
@@ -295,37 +369,19 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
     rejectCorrupt(path, why, dev, ino);
     return std::nullopt;
   };
-
-  std::array<uint8_t, kDiskHeaderBytes> header{};
-  if (fileSize < kDiskHeaderBytes || !readAll(f.fd, header.data(), header.size()))
-    return corrupt(fmt::format("{} bytes, shorter than the header", fileSize));
-  if (std::memcmp(header.data(), kDiskMagic.data(), kDiskMagic.size()) != 0)
-    return corrupt("wrong magic");
-  const uint64_t version = getLE(header.data() + 8, 4);
-  if (version != kDiskFormatVersion)
-    return corrupt(fmt::format("format version {}, expected {}", version, kDiskFormatVersion));
-  const uint64_t keyBytes = getLE(header.data() + 12, 4);
-  const uint64_t payloadBytes = getLE(header.data() + 16, 8);
-  const uint64_t checksum = getLE(header.data() + 24, 8);
-  if (keyBytes > kMaxKeyBytes || payloadBytes > fileSize ||
-      fileSize != kDiskHeaderBytes + keyBytes + payloadBytes)
-    return corrupt(fmt::format("{} bytes, header says {} + {} + {}", fileSize, kDiskHeaderBytes,
-                               keyBytes, payloadBytes));
-
-  const std::string expectedKey = key.canonical();
-  std::string storedKey(keyBytes, '\0');
-  if (!readAll(f.fd, reinterpret_cast<uint8_t*>(storedKey.data()), storedKey.size()))
-    return corrupt("truncated while reading the key");
-  if (storedKey != expectedKey)
-    return corrupt("the header holds another key (a hash collision or a foreign file)");
-
-  std::vector<uint8_t> payload(payloadBytes);
-  if (!readAll(f.fd, payload.data(), payload.size()))
-    return corrupt("truncated while reading the payload");
-  if (fnv1a64(payload) != checksum) return corrupt("payload checksum mismatch");
+  if (fileSize > kMaxEntryBytes)
+    return corrupt(fmt::format("{} bytes, more than any entry ({})", fileSize, kMaxEntryBytes));
+  std::vector<uint8_t> bytes(fileSize);
+  if (!readAll(f.fd, bytes.data(), bytes.size())) return corrupt("truncated while reading");
+  std::string why;
+  std::optional<std::vector<uint8_t>> payload = decodeEntry(bytes, key.canonical(), &why);
+  if (!payload) return corrupt(why);
+  // A hit makes the entry the most recently used, for every process sharing the directory (the
+  // note, "Size bound and eviction"); if it fails (a read-only file system), it only looks older.
+  ::futimens(f.fd, nullptr);
 
   stats_.diskHit();
-  stitch::log().debug("kernel cache: disk hit {} ({} bytes)", path.string(), payload.size());
+  stitch::log().debug("kernel cache: disk hit {} ({} bytes)", path.string(), payload->size());
   return payload;
 }
 
@@ -345,8 +401,12 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
       return;
     }
     // Once per DiskCache (so once per process for the backends' caches): a directory scan costs
-    // about what one compile does, and leftovers only accumulate across crashes.
-    if (!swept_.exchange(true)) removeStaleTemporaries();
+    // about what one compile does, and leftovers only accumulate across crashes. The size
+    // estimate starts from the same first store.
+    if (!swept_.exchange(true)) {
+      removeStaleTemporaries();
+      estimatedBytes_.fetch_add(usage().bytes);
+    }
     const fs::path path = pathFor(key);
     const std::vector<uint8_t> bytes = encode(key.canonical(), payload);
     const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
@@ -384,22 +444,27 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
     }
     stats_.diskWrite();
     stitch::log().debug("kernel cache: wrote {} ({} bytes)", path.string(), payload.size());
+    // An entry written over an older one is counted twice: the estimate errs high, which only
+    // brings the next scan forward.
+    if (estimatedBytes_.fetch_add(bytes.size()) + bytes.size() > maxBytes_) evictIfOverBound();
   } catch (const std::exception& e) {
     // e.g. bad_alloc or a formatting failure: the cache must never fail the caller.
     writeFailed(fmt::format("cannot store a cache entry: {}", e.what()));
   }
 }
 
-size_t DiskCache::removeStaleTemporaries() {
-  if (!enabled_) return 0;
+size_t DiskCache::removeStaleTemporaries() { return removeStaleTemporaryFiles().files; }
+
+DiskCache::Removed DiskCache::removeStaleTemporaryFiles() {
+  Removed removed;
+  if (!enabled_) return removed;
   DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return 0;
+  if (d == nullptr) return removed;
   // The precise clock: time() reads the coarse one, which may lag a file's mtime set just before
   // (utimensat from the precise clock) into the previous second, an age one second short.
   struct timespec ts {};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   const auto now = static_cast<int64_t>(ts.tv_sec);
-  size_t removed = 0;
   while (const dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
     const std::optional<pid_t> writer = tempFileWriter(name);
@@ -411,16 +476,355 @@ size_t DiskCache::removeStaleTemporaries() {
     const bool stale =
         age > kStaleTempSeconds || (age > kDeadWriterGraceSeconds && !processExists(*writer));
     if (stale && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) {
-      ++removed;
+      ++removed.files;
+      removed.bytes += static_cast<uint64_t>(st.st_size);
       stitch::log().debug("kernel cache: removed stale temporary file {} (writer {}, {} s old)",
                           (dir_ / std::string(name)).string(), *writer, age);
     }
   }
   ::closedir(d);
-  if (removed > 0)
+  if (removed.files > 0)
     stitch::log().info("kernel cache: removed {} stale temporary file(s) of crashed writers in {}",
-                       removed, dir_.string());
+                       removed.files, dir_.string());
   return removed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DiskCache: the size bound, eviction and maintenance (the note's "Size bound and eviction" and
+// "Maintenance"). Recency is each entry's mtime, so that every process sharing the directory
+// sees the same order without a lock.
+
+namespace {
+
+// Whether `name` is an entry's: 16 lowercase hex digits, then ".stitchk" (pathFor's names).
+bool isEntryName(std::string_view name) {
+  constexpr size_t kHexDigits = 16;
+  return name.size() == kHexDigits + kDiskExtension.size() && name.ends_with(kDiskExtension) &&
+         allOf(name.substr(0, kHexDigits), "0123456789abcdef");
+}
+
+// A directory stream, closed on scope exit; get() is null (and error() the errno) when the
+// directory could not be opened.
+class DirStream {
+ public:
+  explicit DirStream(const fs::path& dir) : d_(::opendir(dir.c_str())), error_(d_ ? 0 : errno) {}
+  ~DirStream() {
+    if (d_) ::closedir(d_);
+  }
+  DirStream(const DirStream&) = delete;
+  DirStream& operator=(const DirStream&) = delete;
+  DIR* get() const { return d_; }
+  int fd() const { return ::dirfd(d_); }
+  int error() const { return error_; }
+
+ private:
+  DIR* d_;
+  int error_;
+};
+
+// For the maintenance calls: the directory, or null when it does not exist yet (nothing in it).
+// Any other failure to read it is an IO error: the caller asked for this directory.
+std::unique_ptr<DirStream> openForMaintenance(const fs::path& dir) {
+  auto d = std::make_unique<DirStream>(dir);
+  if (d->get()) return d;
+  if (d->error() == ENOENT) return nullptr;
+  throwError(ErrorCode::IO, fmt::format("kernel cache: cannot read the cache directory {}: {}",
+                                        dir.string(), std::strerror(d->error())));
+}
+
+// A regular file of ours as a scan saw it: enough to tell later whether the name still holds it.
+struct ScannedFile {
+  std::string name;
+  uint64_t bytes = 0;
+  struct timespec mtime {};
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+struct DirScan {
+  std::vector<ScannedFile> entries, temporaries;
+  uint64_t entryBytes = 0, temporaryBytes = 0;
+};
+
+// The entries and temporary files in d: regular files with our names. Symbolic links, FIFOs and
+// every other name are not ours and are skipped.
+DirScan scanDirectory(const DirStream& d) {
+  DirScan s;
+  while (const dirent* e = ::readdir(d.get())) {
+    const std::string_view name = e->d_name;
+    const bool entry = isEntryName(name);
+    if (!entry && !tempFileWriter(name)) continue;
+    struct stat st {};
+    if (::fstatat(d.fd(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    ScannedFile f{std::string(name), static_cast<uint64_t>(st.st_size), st.st_mtim, st.st_dev,
+                  st.st_ino};
+    (entry ? s.entryBytes : s.temporaryBytes) += f.bytes;
+    (entry ? s.entries : s.temporaries).push_back(std::move(f));
+  }
+  return s;
+}
+
+// What unlinkIfUnchanged did: removed the file; found it gone; kept it, changed since the scan;
+// failed to remove it (logged at warn: a directory others may not write to, say).
+enum class Unlinked { Removed, Gone, Kept, Failed };
+
+// Removes f's name only if it still holds the file the scan saw (device, inode and mtime): in the
+// meantime another process may have renamed a fresh entry there or refreshed it with a hit. The
+// race left between the check and the unlink can only lose an entry, which costs a recompile.
+Unlinked unlinkIfUnchanged(const DirStream& d, const fs::path& dir, const ScannedFile& f) {
+  struct stat st {};
+  if (::fstatat(d.fd(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? Unlinked::Gone : Unlinked::Kept;
+  if (st.st_dev != f.dev || st.st_ino != f.ino || st.st_mtim.tv_sec != f.mtime.tv_sec ||
+      st.st_mtim.tv_nsec != f.mtime.tv_nsec)
+    return Unlinked::Kept;
+  if (::unlinkat(d.fd(), f.name.c_str(), 0) == 0) return Unlinked::Removed;
+  if (errno == ENOENT) return Unlinked::Gone;
+  stitch::log().warn("kernel cache: cannot remove {}: {}", (dir / f.name).string(), errnoText());
+  return Unlinked::Failed;
+}
+
+// Removes the least recently used (oldest mtime) of `entries` until `total`, the bytes they
+// hold, is at most `target`; updates total. Entries changed since the scan are kept.
+DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
+                               std::vector<ScannedFile> entries, uint64_t& total, uint64_t target) {
+  std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    return std::tie(a.mtime.tv_sec, a.mtime.tv_nsec, a.name) <
+           std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
+  });
+  DiskCache::Removed r;
+  for (const ScannedFile& f : entries) {
+    if (total <= target) break;
+    switch (unlinkIfUnchanged(d, dir, f)) {
+      case Unlinked::Removed:
+        ++r.files;
+        r.bytes += f.bytes;
+        total -= f.bytes;
+        stitch::log().debug("kernel cache: evicted {} ({} bytes, last used {} s ago)",
+                            (dir / f.name).string(), f.bytes,
+                            std::max<int64_t>(0, std::time(nullptr) - f.mtime.tv_sec));
+        break;
+      case Unlinked::Gone: total -= f.bytes; break;  // another process removed it
+      case Unlinked::Kept:
+      case Unlinked::Failed: break;
+    }
+  }
+  return r;
+}
+
+// Why the entry file open as fd (`size` bytes, named `name`) is not an intact entry, or "" when
+// it is. load()'s checks that need no key (magic, format version, sizes adding up, the payload
+// checksum), and one that only a file can have: the stored key must hash to the file's name
+// (pathFor). Reads the payload in pieces, so that a huge file costs no memory.
+std::string entryDefect(int fd, std::string_view name, uint64_t size) {
+  std::array<uint8_t, kDiskHeaderBytes> head{};
+  if (size >= kDiskHeaderBytes && !readAll(fd, head.data(), head.size()))
+    return "truncated while reading the header";
+  EntryHeader h;
+  if (std::string defect = parseEntryHeader(head.data(), size, h); !defect.empty()) return defect;
+  const uint64_t keyBytes = h.keyBytes, payloadBytes = h.payloadBytes, checksum = h.checksum;
+  std::string key(keyBytes, '\0');
+  if (!readAll(fd, reinterpret_cast<uint8_t*>(key.data()), key.size()))
+    return "truncated while reading the key";
+  if (fmt::format("{:016x}{}", fnv1a64(key), kDiskExtension) != name)
+    return "the key in the header does not hash to the file's name";
+  Fnv1a64 sum;
+  std::vector<uint8_t> buf(std::min<uint64_t>(payloadBytes, uint64_t{1} << 20));
+  for (uint64_t left = payloadBytes; left > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+    if (!readAll(fd, buf.data(), n)) return "truncated while reading the payload";
+    sum.bytes(std::span<const uint8_t>(buf.data(), n));
+    left -= n;
+  }
+  if (sum.value() != checksum) return "payload checksum mismatch";
+  return "";
+}
+
+}  // namespace
+
+void DiskCache::evictIfOverBound() {
+  if (evicting_.exchange(true)) return;  // another thread of this cache is scanning already
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag.store(false); }
+  } done{evicting_};
+  const uint64_t before = estimatedBytes_.load();
+  DirStream d(dir_);
+  if (!d.get()) return;
+  DirScan s = scanDirectory(d);
+  uint64_t total = s.entryBytes;
+  Removed r;
+  if (total > maxBytes_) r = evictOldest(d, dir_, std::move(s.entries), total, maxBytes_ / 10 * 9);
+  // The estimate restarts from what is left, keeping what other threads wrote meanwhile
+  // (unsigned arithmetic wraps back: estimate = before + theirs, now total + theirs).
+  estimatedBytes_.fetch_add(total - before);
+  if (r.files == 0) return;
+  stats_.evicted(r.files);
+  stitch::log().info(
+      "kernel cache: evicted {} least recently used entries ({} bytes) from {}: {} bytes left "
+      "(bound {} bytes, STITCH_CACHE_MAX_MB)",
+      r.files, r.bytes, dir_.string(), total, maxBytes_);
+}
+
+DiskCache::DiskUsage DiskCache::usage() const {
+  DiskUsage u;
+  if (!enabled_) return u;
+  std::unique_ptr<DirStream> d = openForMaintenance(dir_);
+  if (!d) return u;
+  const DirScan s = scanDirectory(*d);
+  u.entries = s.entries.size();
+  u.bytes = s.entryBytes;
+  u.temporaries = s.temporaries.size();
+  u.temporaryBytes = s.temporaryBytes;
+  return u;
+}
+
+// A writer whose temporary file goes loses its rename: that entry is not stored (a recompile
+// later). The size estimate is not lowered: it errs high, which only brings a scan forward.
+DiskCache::Removed DiskCache::clear() {
+  Removed r;
+  if (!enabled_) return r;
+  std::unique_ptr<DirStream> d = openForMaintenance(dir_);
+  if (!d) return r;
+  const DirScan s = scanDirectory(*d);
+  uint64_t failed = 0;
+  int error = 0;
+  for (const std::vector<ScannedFile>* files : {&s.entries, &s.temporaries})
+    for (const ScannedFile& f : *files) {
+      if (::unlinkat(d->fd(), f.name.c_str(), 0) == 0) {
+        ++r.files;
+        r.bytes += f.bytes;
+      } else if (errno != ENOENT) {  // ENOENT: gone already, which is what was asked
+        ++failed;
+        error = errno;
+      }
+    }
+  stitch::log().info("kernel cache: cleared {}: removed {} files ({} bytes)", dir_.string(),
+                     r.files, r.bytes);
+  if (failed > 0)
+    throwError(ErrorCode::IO,
+               fmt::format("kernel cache: cannot remove {} file(s) from {} ({}); removed {}",
+                           failed, dir_.string(), std::strerror(error), r.files));
+  return r;
+}
+
+DiskCache::PruneResult DiskCache::prune() {
+  PruneResult r;
+  if (!enabled_) return r;
+  std::unique_ptr<DirStream> d = openForMaintenance(dir_);
+  if (!d) return r;
+  const Removed temps = removeStaleTemporaryFiles();
+  r.staleTemporaries = temps.files;
+  r.freedBytes = temps.bytes;
+
+  DirScan s = scanDirectory(*d);
+  std::vector<ScannedFile> intact;
+  uint64_t total = 0;
+  for (ScannedFile& f : s.entries) {
+    // As load() opens entries: a FIFO or device swapped in since the scan must not block or act.
+    Fd fd(::openat(d->fd(), f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+    struct stat st {};
+    if (fd.fd < 0 || ::fstat(fd.fd, &st) != 0) continue;  // gone since the scan
+    if (!S_ISREG(st.st_mode) || st.st_dev != f.dev || st.st_ino != f.ino) {
+      // Replaced since the scan: not what was scanned; eviction will not touch it either.
+      total += f.bytes;
+      intact.push_back(std::move(f));
+      continue;
+    }
+    const std::string why = entryDefect(fd.fd, f.name, static_cast<uint64_t>(st.st_size));
+    if (why.empty()) {
+      total += f.bytes;
+      intact.push_back(std::move(f));
+    } else if (unlinkIfUnchanged(*d, dir_, f) == Unlinked::Removed) {
+      ++r.corruptEntries;
+      r.freedBytes += f.bytes;
+      stitch::log().info("kernel cache: removed corrupt entry {}: {}", (dir_ / f.name).string(),
+                         why);
+    }
+  }
+  if (total > maxBytes_) {
+    const Removed evicted = evictOldest(*d, dir_, std::move(intact), total, maxBytes_ / 10 * 9);
+    r.evictedEntries = evicted.files;
+    r.freedBytes += evicted.bytes;
+    stats_.evicted(evicted.files);
+  }
+  stitch::log().info(
+      "kernel cache: pruned {}: {} stale temporary files, {} corrupt entries, {} least recently "
+      "used entries ({} bytes freed; {} bytes of entries left, bound {} bytes)",
+      dir_.string(), r.staleTemporaries, r.corruptEntries, r.evictedEntries, r.freedBytes, total,
+      maxBytes_);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PersistentLayers
+
+std::shared_ptr<RemoteCache> remoteFromEnv() {
+  if (auto config = remoteCacheConfigFromEnv()) return RemoteCache::shared(*config);
+  return nullptr;
+}
+
+PersistentLayers::PersistentLayers(std::unique_ptr<DiskCache> disk,
+                                   std::shared_ptr<RemoteCache> remote)
+    : disk_(std::move(disk)), remote_(std::move(remote)) {}
+
+PersistentLayers::~PersistentLayers() = default;
+
+std::unique_ptr<PersistentLayers> PersistentLayers::fromEnv() {
+  return std::make_unique<PersistentLayers>(DiskCache::fromEnv(), remoteFromEnv());
+}
+
+std::shared_ptr<RemoteCache> PersistentLayers::remote() const {
+  std::lock_guard lock(remoteMu_);
+  return remote_;
+}
+
+void PersistentLayers::setRemote(std::shared_ptr<RemoteCache> remote) {
+  std::lock_guard lock(remoteMu_);
+  if (remote_ == remote) return;
+  if (remote_) retiredRemoteStats_ += remote_->stats();
+  remote_ = std::move(remote);
+}
+
+std::optional<std::vector<uint8_t>> PersistentLayers::load(const CacheKey& key) {
+  const bool onDisk = disk_ && disk_->enabled();
+  if (onDisk)
+    if (auto bytes = disk_->load(key)) return bytes;
+  std::shared_ptr<RemoteCache> r = remote();
+  if (!r) return std::nullopt;
+  auto bytes = r->load(key);
+  // The next process on this machine finds it on its disk.
+  if (bytes && onDisk) disk_->store(key, *bytes);
+  return bytes;
+}
+
+void PersistentLayers::store(const CacheKey& key, std::span<const uint8_t> payload) {
+  if (disk_ && disk_->enabled()) disk_->store(key, payload);
+  if (std::shared_ptr<RemoteCache> r = remote()) r->store(key, payload);
+}
+
+void PersistentLayers::publish(const CacheKey& key) {
+  std::shared_ptr<RemoteCache> r = remote();
+  if (!r || !disk_ || !disk_->enabled()) return;
+  if (auto bytes = disk_->load(key)) r->store(key, *bytes);
+}
+
+std::string PersistentLayers::describe(const CacheKey& key) const {
+  std::string where;
+  if (disk_ && disk_->enabled()) where = disk_->pathFor(key).string();
+  if (std::shared_ptr<RemoteCache> r = remote())
+    where += (where.empty() ? "" : " or ") + r->config().url + " " + r->nameFor(key);
+  return where.empty() ? fmt::format("{:016x}", key.hash()) : where;
+}
+
+CacheStats PersistentLayers::stats() const {
+  CacheStats s;
+  if (disk_) s += disk_->stats();
+  std::lock_guard lock(remoteMu_);
+  s += retiredRemoteStats_;
+  if (remote_) s += remote_->stats();
+  return s;
 }
 
 }  // namespace stitch::rt

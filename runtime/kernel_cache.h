@@ -41,8 +41,9 @@
 //                                compiled again and rewritten
 //   else                      -> compile() -> bytes, store to disk, load(bytes), keep in memory.
 // The memory layer (LruCache) is bounded by a number of entries and evicts the least recently
-// used one (a get counts as a use). The disk layer is unbounded: entries are small (a cubin is
-// tens of KB) and the directory is the user's to clear; `rm -rf` on it is always safe.
+// used one (a get counts as a use). The disk layer is bounded by a size (STITCH_CACHE_MAX_MB, 4 GiB
+// by default) and drops its least recently used entries past it ("Size bound and eviction"
+// below); `rm -rf` on the directory is always safe.
 //
 // On-disk format (DiskCache), one file per entry: DIR/<hash as 16 lowercase hex>.stitchk
 //   offset  size  field (integers little-endian)
@@ -63,9 +64,9 @@
 // rename() within a directory is atomic on POSIX, so a reader opens either the old complete file
 // or the new complete one, never a half-written file. A writer killed between the two leaves its
 // temporary file behind; it is never read, and the first store() of each DiskCache removes the
-// stale ones: a temporary file is stale when it is older than kStaleTempSeconds (an hour: no
-// write takes that long, so this holds whoever wrote it), or when the process id in its name does
-// not exist on this host (kill(pid, 0) fails with ESRCH) and it is older than
+// stale ones: a temporary file is stale when it is older than kStaleTempSeconds (five minutes:
+// no write takes that long, so this holds whoever wrote it), or when the process id in its name
+// does not exist on this host (kill(pid, 0) fails with ESRCH) and it is older than
 // kDeadWriterGraceSeconds (a minute: a writer in another pid namespace or on another host
 // sharing the directory has a pid that means nothing here, but its write has finished long
 // before). A live writer's fresh file is never touched; if a writer far slower than that lost its
@@ -87,11 +88,39 @@
 // if it is still the same file: another process may have replaced it with a good one meanwhile),
 // and the recompile that follows writes a good one. A missing entry is a miss logged at debug.
 //
+// Size bound and eviction
+// -----------------------
+// The entries of a directory hold at most about STITCH_CACHE_MAX_MB MiB, counted as their file
+// sizes (temporary files are not counted: they are renamed or removed within seconds). Recency is
+// an entry's mtime, which every process sharing the directory sees without a lock: store() writes
+// a fresh file, and a disk hit refreshes the mtime (futimens on the descriptor load() already has
+// open; if that fails, e.g. on a read-only file system, the entry only looks older). Each
+// DiskCache keeps an estimate of the entries' bytes: one scan at its first store() (with the sweep
+// of stale temporary files), plus what it writes. When the estimate passes the bound, store()
+// scans the directory and removes the entries with the oldest mtimes until the rest hold at most
+// 90% of the bound (so a directory near the bound is not scanned at every store); the estimate
+// then restarts from what the scan left. Only regular files named like entries are counted or
+// removed, never anything else in the directory. Before removing one, eviction checks that its
+// name still holds the file the scan saw (same device, inode and mtime): another process may
+// have just renamed a fresh entry there, or hit it. A narrow race remains between that check and
+// the unlink; losing an entry, like any eviction, costs a recompile, never a wrong answer. The
+// bound is approximate: each process counts only its own writes since its last scan, so
+// processes writing at once may pass it by what they write before one of them scans.
+//
+// Maintenance (`stitch cache stats|clear|prune`; stitch_cache_dir_* in the C API)
+// -------------------------------------------------------------------------------
+// usage() counts the entries and the temporary files. clear() removes every entry and every
+// temporary file (regular files with our names) and nothing else. prune() removes the stale
+// temporary files and the entries that fail the checks a key is not needed for (magic, format
+// version, sizes adding up, the stored key's hash against the file's name, the payload
+// checksum), then evicts as store() does when the entries are past the bound.
+//
 // Failures
 // --------
 // The cache is an optimization: failing to create the directory or to write an entry is logged
 // (warn the first time for a DiskCache, debug after that) and ignored, never thrown, and the
-// program goes on with the memory layer. Only a bad STITCH_CACHE value is an error.
+// program goes on with the memory layer. Only a bad STITCH_CACHE or STITCH_CACHE_MAX_MB value
+// is an error.
 //
 // Concurrency
 // -----------
@@ -106,8 +135,9 @@
 // -----------------------
 // memoryHits / memoryMisses per getOrCompile call; diskHits / diskMisses per disk lookup made after
 // a memory miss (none when the disk layer is off); diskWrites per entry renamed into place;
-// corruptEntries for entries rejected on load (by the disk layer or by the loader); compiles and
-// compileSeconds for calls of compile(). Each miss is logged at debug level, and the totals when
+// evictions per entry the size bound removed (by store() or prune()); corruptEntries for entries
+// rejected on load (by the disk layer or by the loader); compiles and compileSeconds for calls of
+// compile(). Each miss is logged at debug level, and the totals when
 // a KernelCache is destroyed (KernelCache::logStats() logs them on demand).
 //
 // Environment (DESIGN.md, "Environment toggles")
@@ -116,9 +146,12 @@
 // InvalidArgument error listing 0, 1. STITCH_CACHE_DIR: the directory; if unset,
 // $XDG_CACHE_HOME/stitch (when XDG_CACHE_HOME is an absolute path), else $HOME/.cache/stitch; with
 // none of them the disk layer is off (a warning says so). The directory is created (mkdir -p) on
-// the first store.
+// the first store. STITCH_CACHE_MAX_MB: the size bound in MiB, an integer from 1 to
+// kMaxDiskCacheMaxMB (the largest whose bytes fit 64 bits); unset, kDefaultDiskCacheMaxMB
+// (4 GiB); anything else is an InvalidArgument error naming the valid range.
 //
-// Not done: the directory has no size bound.
+// Not done: the bound counts file sizes, not the blocks a file system allocates for them (up to a
+// block more per entry).
 #pragma once
 
 #include <atomic>
@@ -182,12 +215,20 @@ struct CacheStats {
   uint64_t diskMisses = 0;
   uint64_t diskWrites = 0;
   uint64_t corruptEntries = 0;
+  uint64_t evictions = 0;  // disk entries removed by the size bound
   uint64_t compiles = 0;
   double compileSeconds = 0;
   // Shape classes: the compiled codes that read size arguments, and the distinct sizes they
   // served in all (classSizes / shapeClasses: signatures a class kernel served on average).
   uint64_t shapeClasses = 0;
   uint64_t classSizes = 0;
+  // The remote layer (runtime/remote_cache.h), asked after a disk miss: hits (verified entries,
+  // written to the disk layer too), misses, entries written, and operations that failed (a
+  // timeout, a refused connection, an error reply; the run went on without the layer).
+  uint64_t remoteHits = 0;
+  uint64_t remoteMisses = 0;
+  uint64_t remoteWrites = 0;
+  uint64_t remoteErrors = 0;
 
   CacheStats& operator+=(const CacheStats& o);
   std::string toString() const;
@@ -202,13 +243,14 @@ class CacheStatsCounter {
   void diskMiss() { diskMisses_.fetch_add(1, std::memory_order_relaxed); }
   void diskWrite() { diskWrites_.fetch_add(1, std::memory_order_relaxed); }
   void corruptEntry() { corruptEntries_.fetch_add(1, std::memory_order_relaxed); }
+  void evicted(uint64_t n) { evictions_.fetch_add(n, std::memory_order_relaxed); }
   void compiled(std::chrono::nanoseconds took);
   CacheStats snapshot() const;
   void reset();
 
  private:
   std::atomic<uint64_t> memoryHits_{0}, memoryMisses_{0}, diskHits_{0}, diskMisses_{0},
-      diskWrites_{0}, corruptEntries_{0}, compiles_{0}, compileNanos_{0};
+      diskWrites_{0}, corruptEntries_{0}, evictions_{0}, compiles_{0}, compileNanos_{0};
 };
 
 // The shape classes a backend's kernels served (CacheStats::shapeClasses, classSizes): the
@@ -289,24 +331,42 @@ inline constexpr std::string_view kDiskMagic = "STITCHK1";
 inline constexpr uint32_t kDiskFormatVersion = 2;
 inline constexpr size_t kDiskHeaderBytes = 32;
 inline constexpr std::string_view kDiskExtension = ".stitchk";
-// A temporary file older than this is stale whatever its name says (no write takes an hour).
-inline constexpr int64_t kStaleTempSeconds = 3600;
+// A temporary file older than this is stale whatever its name says (no write takes five minutes).
+inline constexpr int64_t kStaleTempSeconds = 300;
 // A temporary file whose writer's process id does not exist on this host is stale after this
 // long (the grace covers a writer in another pid namespace or on another host sharing the
 // directory, whose id means nothing here: its write has long finished by then).
 inline constexpr int64_t kDeadWriterGraceSeconds = 60;
+// The disk layer's size bound when STITCH_CACHE_MAX_MB is unset (4 GiB), and the largest value it
+// may take (its bytes must fit 64 bits).
+inline constexpr uint64_t kDefaultDiskCacheMaxMB = 4096;
+inline constexpr uint64_t kMaxDiskCacheMaxMB = (uint64_t{1} << 44) - 1;
+
+// The entry format of the persistent layers (the table in the note above; a remote value is the
+// same bytes as a disk file): the header, the full canonical key, the payload.
+std::vector<uint8_t> encodeEntry(std::string_view canonicalKey, std::span<const uint8_t> payload);
+// The payload of `bytes` when they are a complete, intact entry for `canonicalKey`; otherwise
+// nullopt, with *why (if not null) saying what is wrong: short, wrong magic or format version
+// (another release's entry), sizes that do not add up, another key, a bad checksum.
+std::optional<std::vector<uint8_t>> decodeEntry(std::span<const uint8_t> bytes,
+                                                std::string_view canonicalKey, std::string* why);
 
 // The on-disk layer: one checksummed file per entry, written atomically. Thread- and
 // process-safe. Never throws from load() or store().
 class DiskCache {
  public:
-  // An enabled cache in `dir` (created on the first store).
-  explicit DiskCache(std::filesystem::path dir);
+  // An enabled cache in `dir` (created on the first store) whose entries are kept to about
+  // maxBytes ("Size bound and eviction" in the note above).
+  explicit DiskCache(std::filesystem::path dir, uint64_t maxBytes = kDefaultDiskCacheMaxMB << 20);
   // A disabled cache: load() always misses (uncounted), store() does nothing.
   static std::unique_ptr<DiskCache> disabled();
-  // From STITCH_CACHE and STITCH_CACHE_DIR / XDG_CACHE_HOME / HOME (see the note above). Throws
-  // InvalidArgument when STITCH_CACHE is not 0 or 1.
+  // From STITCH_CACHE, STITCH_CACHE_DIR / XDG_CACHE_HOME / HOME and STITCH_CACHE_MAX_MB (see the
+  // note above). Throws InvalidArgument when STITCH_CACHE is not 0 or 1, or STITCH_CACHE_MAX_MB
+  // not an integer from 1 to kMaxDiskCacheMaxMB.
   static std::unique_ptr<DiskCache> fromEnv();
+  // The size bound STITCH_CACHE_MAX_MB sets, in bytes (kDefaultDiskCacheMaxMB MiB when unset);
+  // throws InvalidArgument on a bad value.
+  static uint64_t maxBytesFromEnv();
   // Whether STITCH_CACHE enables the disk layer; throws InvalidArgument on a bad value.
   static bool enabledByEnv();
   // The directory the environment names, or nullopt when none can be found.
@@ -314,6 +374,7 @@ class DiskCache {
 
   bool enabled() const { return enabled_; }
   const std::filesystem::path& dir() const { return dir_; }
+  uint64_t maxBytes() const { return maxBytes_; }
   // DIR/<16 hex digits of key.hash()>.stitchk
   std::filesystem::path pathFor(const CacheKey& key) const;
 
@@ -327,6 +388,31 @@ class DiskCache {
   // note above, "Atomicity and crashes"); returns how many. store() runs it once per DiskCache.
   size_t removeStaleTemporaries();
 
+  // Maintenance, for `stitch cache` (the note above, "Maintenance"). These act on the directory
+  // as it is now, whoever wrote it; on a disabled cache they find nothing and do nothing. A
+  // directory that does not exist yet is empty; one that cannot be read is an IO error.
+  struct DiskUsage {
+    uint64_t entries = 0;      // regular files named <16 lowercase hex>.stitchk
+    uint64_t bytes = 0;        // their sizes
+    uint64_t temporaries = 0;  // store()'s temporary files, in progress or left by crashes
+    uint64_t temporaryBytes = 0;
+  };
+  DiskUsage usage() const;
+  struct Removed {
+    uint64_t files = 0;
+    uint64_t bytes = 0;
+  };
+  // Removes every entry and every temporary file, nothing else.
+  Removed clear();
+  struct PruneResult {
+    uint64_t staleTemporaries = 0;  // temporary files of crashed writers
+    uint64_t corruptEntries = 0;    // entries failing the checks that need no key
+    uint64_t evictedEntries = 0;    // least recently used entries past the size bound
+    uint64_t freedBytes = 0;        // the sizes of all the files removed
+  };
+  // Removes stale temporary files and corrupt entries, then evicts to the size bound.
+  PruneResult prune();
+
   CacheStats stats() const { return stats_.snapshot(); }
   void resetStats() { stats_.reset(); }
 
@@ -339,28 +425,82 @@ class DiskCache {
   void writeFailed(const std::string& what);
   void rejectCorrupt(const std::filesystem::path& path, const std::string& why, uint64_t dev,
                      uint64_t ino);
+  Removed removeStaleTemporaryFiles();
+  // Scans the directory and evicts to 90% of the bound if its entries are past it (store()
+  // calls it when its estimate is); resets the estimate to what is left.
+  void evictIfOverBound();
 
   bool enabled_ = false;
   std::filesystem::path dir_;
   CacheStatsCounter stats_;
   std::atomic<bool> warnedWrite_{false};
   std::atomic<bool> swept_{false};
+  uint64_t maxBytes_ = kDefaultDiskCacheMaxMB << 20;
+  // The entries' bytes as this DiskCache believes them: a scan, plus what it wrote since.
+  std::atomic<uint64_t> estimatedBytes_{0};
+  std::atomic<bool> evicting_{false};  // one scan at a time per DiskCache
 };
 
-// Both layers behind one call. V is whatever load() makes of the bytes (e.g. a loaded module).
+class RemoteCache;  // runtime/remote_cache.h
+
+// The remote layer STITCH_REMOTE_CACHE names (shared by every cache of the process that names the
+// same server), or null. Throws InvalidArgument for a bad value.
+std::shared_ptr<RemoteCache> remoteFromEnv();
+
+// The layers that outlive a process, behind the memory layer: the disk, then the remote store
+// (runtime/remote_cache.h). Payloads come back verified (decodeEntry); neither layer ever throws
+// or fails the caller. Thread-safe.
+class PersistentLayers {
+ public:
+  // disk may be null (none); remote may be null (none; setRemote may add one later).
+  PersistentLayers(std::unique_ptr<DiskCache> disk, std::shared_ptr<RemoteCache> remote);
+  ~PersistentLayers();
+  // Disk layer from the environment, remote layer from the environment
+  // (STITCH_REMOTE_CACHE). Throws InvalidArgument for a bad value of either.
+  static std::unique_ptr<PersistentLayers> fromEnv();
+
+  // The payload stored for key: the disk's, else the remote's (written to the disk as well, so
+  // the next process on this machine finds it there). nullopt when neither has it.
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  // Writes the entry to the disk and to the remote store.
+  void store(const CacheKey& key, std::span<const uint8_t> payload);
+  // Copies the disk's entry of key to the remote store (for entries written to the disk by
+  // others, such as a machine profile's measurement); nothing when either layer is missing.
+  void publish(const CacheKey& key);
+
+  DiskCache* disk() { return disk_.get(); }
+  std::shared_ptr<RemoteCache> remote() const;
+  // Replaces the remote layer (null: none). Lookups under way finish with the one they had.
+  void setRemote(std::shared_ptr<RemoteCache> remote);
+  // Where an entry of key lives, for messages ("/dir/0123....stitchk", "redis ... key").
+  std::string describe(const CacheKey& key) const;
+  // The disk layer's and the remote layer's counters.
+  CacheStats stats() const;
+
+ private:
+  std::unique_ptr<DiskCache> disk_;
+  mutable std::mutex remoteMu_;
+  std::shared_ptr<RemoteCache> remote_;
+  // Remote layers replaced by setRemote keep counting toward stats().
+  CacheStats retiredRemoteStats_;
+};
+
+// The memory layer over the persistent ones, behind one call. V is whatever load() makes of the
+// bytes (e.g. a loaded module).
 template <class V>
 class KernelCache {
  public:
-  // disk may be null (memory only).
-  KernelCache(size_t memoryCapacity, std::unique_ptr<DiskCache> disk)
-      : memory_(memoryCapacity), disk_(std::move(disk)) {
+  // disk may be null (memory only); remote may be null (none).
+  KernelCache(size_t memoryCapacity, std::unique_ptr<DiskCache> disk,
+              std::shared_ptr<RemoteCache> remote = nullptr)
+      : memory_(memoryCapacity), layers_(std::move(disk), std::move(remote)) {
     // The destructor logs: the logger (a function-local static) must be made first, so that it
     // is destroyed after a process-wide cache (statics die in reverse order of construction).
     (void)log();
   }
-  // Memory layer of the given capacity, disk layer from the environment.
+  // Memory layer of the given capacity, disk and remote layers from the environment.
   static std::unique_ptr<KernelCache> fromEnv(size_t memoryCapacity) {
-    return std::make_unique<KernelCache>(memoryCapacity, DiskCache::fromEnv());
+    return std::make_unique<KernelCache>(memoryCapacity, DiskCache::fromEnv(), remoteFromEnv());
   }
   ~KernelCache() {
     try {
@@ -419,13 +559,14 @@ class KernelCache {
 
   CacheStats stats() const {
     CacheStats s = stats_.snapshot();
-    if (disk_) s += disk_->stats();
+    s += layers_.stats();
     return s;
   }
   void logStats() const { stitch::log().debug("kernel cache: {}", stats().toString()); }
 
   LruCache<V>& memory() { return memory_; }
-  DiskCache* disk() { return disk_.get(); }
+  DiskCache* disk() { return layers_.disk(); }
+  PersistentLayers& layers() { return layers_; }
 
  private:
   struct InFlight {
@@ -440,21 +581,19 @@ class KernelCache {
 
   template <class Compile, class Load>
   std::shared_ptr<V> produce(const CacheKey& key, Compile& compile, Load& load) {
-    if (disk_ && disk_->enabled()) {
-      if (auto bytes = disk_->load(key)) {
-        std::string why;
-        try {
-          if (auto v = load(*bytes)) return v;
-          why = "the loader returned nothing";
-        } catch (const std::exception& e) {
-          why = e.what();
-        } catch (...) {
-          why = "the loader threw";
-        }
-        stats_.corruptEntry();
-        stitch::log().warn("kernel cache: entry {} could not be loaded ({}); compiling again",
-                           disk_->pathFor(key).string(), why);
+    if (auto bytes = layers_.load(key)) {
+      std::string why;
+      try {
+        if (auto v = load(*bytes)) return v;
+        why = "the loader returned nothing";
+      } catch (const std::exception& e) {
+        why = e.what();
+      } catch (...) {
+        why = "the loader threw";
       }
+      stats_.corruptEntry();
+      stitch::log().warn("kernel cache: entry {} could not be loaded ({}); compiling again",
+                         layers_.describe(key), why);
     }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> bytes = compile();
@@ -462,7 +601,7 @@ class KernelCache {
     stats_.compiled(std::chrono::duration_cast<std::chrono::nanoseconds>(took));
     stitch::log().debug("kernel cache: compiled {:016x} in {:.3f} ms ({} bytes)", key.hash(),
                         std::chrono::duration<double, std::milli>(took).count(), bytes.size());
-    if (disk_ && disk_->enabled()) disk_->store(key, bytes);
+    layers_.store(key, bytes);
     std::shared_ptr<V> v = load(std::as_const(bytes));
     if (!v) {
       throwError(ErrorCode::Internal,
@@ -474,7 +613,7 @@ class KernelCache {
   }
 
   LruCache<V> memory_;
-  std::unique_ptr<DiskCache> disk_;
+  PersistentLayers layers_;
   CacheStatsCounter stats_;
   std::mutex inflightMu_;
   std::unordered_map<std::string, std::shared_ptr<InFlight>> inflight_;

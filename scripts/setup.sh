@@ -12,8 +12,10 @@ set -euo pipefail
 # libFuzzer and clang's sanitizer runtimes, for the `fuzz` preset (tests/fuzz). python3-venv:
 # Debian's python3 makes no virtualenv without it; scripts/install_torch.py makes .venv-torch (PyPI's
 # PyTorch 2.x for the torch.compile tests) with it, called by scripts/test.sh, not here (demo.sh
-# and the sanitizer lanes need no PyTorch).
-STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev llvm-19-dev libamdhip64-5 libsleef-dev python3-torch python3-numpy python3-pytest python3-venv clang-19 libclang-rt-19-dev"
+# and the sanitizer lanes need no PyTorch). libhiredis-dev: the kernel cache's Redis remote layer
+# (runtime/remote_cache.h); redis-server: its tests start one of their own on a loopback port
+# (tests/common/redis_server.h), and so does the warm-start benchmark.
+STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev llvm-19-dev libamdhip64-5 libsleef-dev python3-torch python3-numpy python3-pytest python3-venv clang-19 libclang-rt-19-dev libhiredis-dev redis-server"
 
 missing=()
 for pkg in $STITCH_DEBIAN_PACKAGES; do

@@ -8,6 +8,7 @@
 //   stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--emit E]
 //                       [--plan-candidate K]
 //   stitch demo [--backend B] [--iters K]
+//   stitch cache stats|clear|prune
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
 // option, a shape too large for the limits or the machine's memory); 3 backend unavailable; 4
@@ -20,9 +21,15 @@
 // to 10 back-to-back runs, each ended by one synchronize (see runGraph). --plan-candidate K runs
 // (plans, compiles) the planner's K-th next best plan instead of its pick: bench/gpu/run.py
 // measures alternative plans with it to check the cost model's ranking on the hardware.
+// `stitch cache` acts on the kernel cache's directory the environment names (STITCH_CACHE_DIR,
+// else $XDG_CACHE_HOME/stitch or ~/.cache/stitch): `stats` prints what it holds against its limit
+// (STITCH_CACHE_MAX_MB), `clear` removes every entry, `prune` removes stale temporary files and
+// corrupt entries and evicts the least recently used past the limit. With STITCH_CACHE=0 there
+// is no directory to act on: exit 2.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +86,7 @@ const char* kUsage =
     "                           [--plan-candidate K]\n"
     "--plan-candidate K: the planner's K-th next best plan instead of its pick (0)\n"
     "       stitch demo [--backend B] [--iters K]\n"
+    "       stitch cache stats|clear|prune   (the kernel cache's directory: see README)\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
 
@@ -152,7 +160,9 @@ struct RunResult {
   std::vector<double> callMs;  // the run call alone: host time until the work is queued
   double firstMs = 0;          // the first run: planning, kernels made, one run
   uint64_t compiled = 0;       // kernels compiled by the first run
-  uint64_t fromDisk = 0;       // kernels the first run loaded from the disk cache
+  uint64_t fromDisk = 0;       // entries the first run loaded from the disk cache
+  uint64_t fromRemote = 0;     // ... from the remote cache (STITCH_REMOTE_CACHE)
+  std::string plan;            // where the first run's plan came from
 };
 
 // Seeded inputs for g, with symbols bound from dims (defaults noted on stdout).
@@ -228,6 +238,11 @@ RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>
   stitch_cache_stats_t after = engine.cacheStats();
   r.compiled = after.compiles - before.compiles;
   r.fromDisk = after.disk_hits - before.disk_hits;
+  r.fromRemote = after.remote_hits - before.remote_hits;
+  const stitch_program_stats_t s = p.stats();
+  r.plan = s.warm_starts   ? "the program cache (no planning)"
+           : s.plan_reuses ? "its shape class's kept plan"
+                           : "searched";
   // On a GPU, runs are queued in batches of up to kBatch with one synchronize per batch, and each
   // batch gives a sample of its mean time per run: launches overlap the previous run as in a
   // training loop, and the synchronize's latency is not counted once per run.
@@ -288,8 +303,10 @@ bool runOne(const Engine& engine, const Graph& g, const Options& o) {
     }
   }
   if (engine.backend() != "reference")
-    fmt::print("  first run: {:.4g} ms ({} kernels compiled, {} loaded from the disk cache)\n",
-               r.firstMs, r.compiled, r.fromDisk);
+    fmt::print(
+        "  first run: {:.4g} ms ({} kernels compiled, {} loaded from the disk cache, {} from the "
+        "remote cache; plan: {})\n",
+        r.firstMs, r.compiled, r.fromDisk, r.fromRemote, r.plan);
   if (o.iters > 0) fmt::print("  {}\n", timingLine(r.timesMs));
   // On a GPU the run call returns once the kernels are queued: its own cost is the host overhead.
   if (o.iters > 0 && engine.device().device_type != kDLCPU)
@@ -409,6 +426,51 @@ int cmdDemo(const std::vector<std::string>& args) {
   return ok ? kOk : kMismatch;
 }
 
+// Bytes for people: "3.4 MiB (3565158 bytes)", or "512 B".
+std::string humanBytes(uint64_t bytes) {
+  constexpr std::array<const char*, 7> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024 && unit + 1 < kUnits.size()) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.1f} {} ({} bytes)", v, kUnits[unit], bytes);
+}
+
+int cmdCache(const std::vector<std::string>& args) {
+  if (args.empty()) throw UsageError{"cache needs a command: stats, clear or prune"};
+  if (args.size() > 1) throw UsageError{fmt::format("unexpected argument '{}'", args[1])};
+  const std::string& sub = args[0];
+  if (sub == "stats") {
+    const std::string dir = cacheDirPath();
+    const stitch_cache_dir_stats_t s = cacheDirStats();
+    fmt::print("directory: {}\n", dir);
+    fmt::print("entries: {}, {}\n", s.entries, humanBytes(s.bytes));
+    fmt::print("temporary files: {}, {}\n", s.temporaries, humanBytes(s.temporary_bytes));
+    fmt::print("limit (STITCH_CACHE_MAX_MB): {}, {:.1f}% used\n", humanBytes(s.limit_bytes),
+               100.0 * static_cast<double>(s.bytes) / static_cast<double>(s.limit_bytes));
+    return kOk;
+  }
+  if (sub == "clear") {
+    const std::string dir = cacheDirPath();
+    const CacheDirCleared c = cacheDirClear();
+    fmt::print("cleared {}: removed {} files, {}\n", dir, c.files, humanBytes(c.bytes));
+    return kOk;
+  }
+  if (sub == "prune") {
+    const std::string dir = cacheDirPath();
+    const stitch_cache_dir_prune_t p = cacheDirPrune();
+    fmt::print(
+        "pruned {}: removed {} stale temporary files, {} corrupt entries, {} least recently "
+        "used entries; freed {}\n",
+        dir, p.stale_temporaries, p.corrupt_entries, p.evicted_entries, humanBytes(p.freed_bytes));
+    return kOk;
+  }
+  throw UsageError{fmt::format("unknown cache command '{}' (valid: stats, clear, prune)", sub)};
+}
+
 int mainImpl(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -425,6 +487,7 @@ int mainImpl(int argc, char** argv) {
   if (cmd == "plan") return cmdExplain(args, "plan");
   if (cmd == "codegen") return cmdExplain(args, "codegen");
   if (cmd == "demo") return cmdDemo(args);
+  if (cmd == "cache") return cmdCache(args);
   throw UsageError{fmt::format("unknown command '{}'", cmd)};
 }
 

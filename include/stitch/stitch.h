@@ -245,6 +245,15 @@ STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const
  *              pick (as stitch_graph_explain_plan says), to measure alternative plans; a signature
  *              for which the search saw fewer plans fails its run with
  *              STITCH_ERROR_INVALID_ARGUMENT. Part of a program's identity, like "fusion".
+ *   "remote_cache": redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] | off   (default:
+ *              $STITCH_REMOTE_CACHE, else off): a Redis server that processes share compiled
+ *              kernels and whole-program entries through (README, "A fleet shares compiled
+ *              kernels"); its other settings come from STITCH_REMOTE_CACHE_*. The layer belongs
+ *              to the backend's process-wide kernel cache, as the disk layer does, so this option
+ *              sets it for every engine of that backend in the process (the latest engine made
+ *              with the option wins). A server that cannot be reached is not an error: runs go on
+ *              without it. A malformed URL, or a build without hiredis, is
+ *              STITCH_ERROR_INVALID_ARGUMENT.
  * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
  * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
  * valid ones. Asking for a backend this build or machine lacks fails with
@@ -330,6 +339,14 @@ typedef struct {
    * on average). 0 on the reference backend. */
   uint64_t shape_classes;
   uint64_t class_sizes;
+  /* The remote layer (STITCH_REMOTE_CACHE), asked after a disk miss: verified entries found
+   * (written to the disk too), entries not found, entries written, and operations that failed
+   * (unreachable server, timeout, error reply; the run went on without the layer). The disk and
+   * remote counters count whole-program entries (warm starts) as well as kernels. */
+  uint64_t remote_hits;
+  uint64_t remote_misses;
+  uint64_t remote_writes;
+  uint64_t remote_errors;
 } stitch_cache_stats_t;
 
 STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
@@ -341,14 +358,75 @@ STITCH_API stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine,
  * as it did there (else it searches, and the class keeps that plan too). With
  * STITCH_SHAPE_CLASSES=0, or a graph without symbolic dims, every signature is searched. */
 typedef struct {
-  uint64_t signatures;    /* input signatures planned so far */
+  uint64_t signatures;    /* input signatures made so far */
   uint64_t plan_searches; /* of them, planned by the search */
   uint64_t plan_reuses;   /* of them, run with a kept plan of their class */
   uint64_t plan_classes;  /* distinct plan classes among them */
+  /* Of the signatures, those run from a whole-program entry of the kernel cache (README, "A
+   * fleet shares compiled kernels"): an earlier process (or engine) built the signature, and this
+   * one loaded its artifact and kernels with no planning and no compiling. */
+  uint64_t warm_starts;
 } stitch_program_stats_t;
 
 STITCH_API stitch_status_t stitch_program_stats(stitch_program_t program,
                                                 stitch_program_stats_t* out);
+
+/* ---------------------------------------------------------------------------------------------
+ * The kernel cache's directory
+ *
+ * Compiled kernels are kept on disk across processes, one checksummed file per entry, in the
+ * directory the environment names: $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch (when it is an
+ * absolute path), else $HOME/.cache/stitch. Its entries are kept to about STITCH_CACHE_MAX_MB MiB
+ * (default 4096): past that, the least recently used (run or written) are removed until they hold
+ * 90% of it. These calls inspect and clean that directory, for tools such as `stitch cache`; they
+ * act on the files there, whichever process wrote them, and only on Stitch's own files (entries
+ * named <16 hex digits>.stitchk and the temporary files of writers), never on anything else in
+ * it. Removing entries is always safe: a missing entry is compiled again. A directory that does
+ * not exist yet is empty.
+ *
+ * Each fails with STITCH_ERROR_INVALID_ARGUMENT when the disk cache is off (STITCH_CACHE=0), when
+ * no directory can be found (none of the variables set), or on a bad STITCH_CACHE or
+ * STITCH_CACHE_MAX_MB value; with STITCH_ERROR_IO when the directory cannot be read or a file in
+ * it cannot be removed. The message says which.
+ * ------------------------------------------------------------------------------------------- */
+
+/* What the directory holds. */
+typedef struct {
+  uint64_t entries;         /* cache entries (regular files named <16 hex digits>.stitchk) */
+  uint64_t bytes;           /* their total size */
+  uint64_t temporaries;     /* temporary files of writers: being written, or left by a crash */
+  uint64_t temporary_bytes; /* their total size (not counted against the limit) */
+  uint64_t limit_bytes;     /* STITCH_CACHE_MAX_MB in bytes: the bound on `bytes` */
+} stitch_cache_dir_stats_t;
+
+/* What stitch_cache_dir_prune removed. */
+typedef struct {
+  uint64_t stale_temporaries; /* temporary files of crashed writers (older than five minutes, or
+                                 of a process that no longer exists and older than a minute) */
+  uint64_t corrupt_entries;   /* entries that fail verification (header, sizes, checksum) */
+  uint64_t evicted_entries;   /* least recently used entries, when the entries were past the
+                                 limit: removed until they hold 90% of it */
+  uint64_t freed_bytes;       /* the total size of every file removed */
+} stitch_cache_dir_prune_t;
+
+/* The directory in effect, written as by stitch_graph_print (NUL-terminated into buf, truncated
+ * to `capacity`; *needed, may be NULL, receives the full length). It need not exist yet. */
+STITCH_API stitch_status_t stitch_cache_dir_path(char* buf, size_t capacity, size_t* needed);
+
+/* Counts the entries and temporary files in the directory, and reads the limit. */
+STITCH_API stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out);
+
+/* Removes every entry and every temporary file from the directory (a writer whose temporary file
+ * goes does not store its entry). *removed_files and *freed_bytes (each may be NULL) receive how
+ * many files were removed and their total size. When some file cannot be removed, the call fails
+ * with STITCH_ERROR_IO after removing the others, and leaves the outputs untouched. */
+STITCH_API stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint64_t* freed_bytes);
+
+/* Cleans the directory without emptying it: removes stale temporary files and corrupt entries,
+ * then, if the entries are past the limit, the least recently used until they hold 90% of it.
+ * *out (may be NULL) receives what was removed. A file that cannot be removed is left, and
+ * logged at warn level. */
+STITCH_API stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out);
 
 /* ---------------------------------------------------------------------------------------------
  * Device memory

@@ -258,6 +258,36 @@ class Engine : public Handle<stitch_engine_t, stitch_engine_destroy> {
   void synchronize(void* stream = nullptr) const { check(stitch_engine_synchronize(h_, stream)); }
 };
 
+// The kernel cache's directory, as the environment names it (stitch.h, "The kernel cache's
+// directory").
+inline std::string cacheDirPath() {
+  size_t n = 0;
+  check(stitch_cache_dir_path(nullptr, 0, &n));
+  std::string s(n + 1, '\0');
+  check(stitch_cache_dir_path(&s[0], s.size(), &n));
+  s.resize(n);
+  return s;
+}
+inline stitch_cache_dir_stats_t cacheDirStats() {
+  stitch_cache_dir_stats_t s{};
+  check(stitch_cache_dir_stats(&s));
+  return s;
+}
+struct CacheDirCleared {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+};
+inline CacheDirCleared cacheDirClear() {
+  CacheDirCleared c;
+  check(stitch_cache_dir_clear(&c.files, &c.bytes));
+  return c;
+}
+inline stitch_cache_dir_prune_t cacheDirPrune() {
+  stitch_cache_dir_prune_t p{};
+  check(stitch_cache_dir_prune(&p));
+  return p;
+}
+
 // Memory on an engine's device (host memory on the host backends), freed on destruction. The
 // engine must outlive it.
 class DeviceBuffer {

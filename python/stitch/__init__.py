@@ -171,6 +171,7 @@ class _ProgramStats(ctypes.Structure):
         ("plan_searches", ctypes.c_uint64),
         ("plan_reuses", ctypes.c_uint64),
         ("plan_classes", ctypes.c_uint64),
+        ("warm_starts", ctypes.c_uint64),
     ]
 
 
@@ -186,6 +187,10 @@ class _CacheStats(ctypes.Structure):
         ("compile_seconds", ctypes.c_double),
         ("shape_classes", ctypes.c_uint64),
         ("class_sizes", ctypes.c_uint64),
+        ("remote_hits", ctypes.c_uint64),
+        ("remote_misses", ctypes.c_uint64),
+        ("remote_writes", ctypes.c_uint64),
+        ("remote_errors", ctypes.c_uint64),
     ]
 
 

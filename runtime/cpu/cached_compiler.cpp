@@ -55,11 +55,12 @@ int64_t hostStreamingStoreBytes(const HostProfile& profile) {
 }
 
 HostCompiler& HostCompiler::instance() {
-  static HostCompiler compiler(/*memoryCapacity=*/4096, DiskCache::fromEnv());
+  static HostCompiler compiler(/*memoryCapacity=*/4096, DiskCache::fromEnv(), remoteFromEnv());
   return compiler;
 }
 
-HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> disk) {
+HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> disk,
+                           std::shared_ptr<RemoteCache> remote) {
   initializeNativeTarget();
   auto jit = OrcJit::Create(3);
   if (!jit) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(jit.takeError()));
@@ -72,7 +73,8 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   // the bandwidth they reach, measured once per machine (host_profile.h).
   target_.hostProfile = probeHostProfile(sharedPool().threads(), target_.host);
   target_.hostOptions.streamingStoreBytes = hostStreamingStoreBytes(target_.hostProfile);
-  cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk));
+  cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk),
+                                                       std::move(remote));
 }
 
 // Out of line: OrcJit is complete here. The cache (declared after the JIT) goes first.

@@ -47,12 +47,14 @@ int64_t hostStreamingStoreBytes(const HostProfile& profile);
 class HostCompiler {
  public:
   // The process-wide compiler: a memory layer of 4096 kernels, the disk layer from STITCH_CACHE /
-  // STITCH_CACHE_DIR. Created on first use; throws InvalidArgument for a bad STITCH_CACHE.
+  // STITCH_CACHE_DIR, the remote layer from STITCH_REMOTE_CACHE. Created on first use; throws
+  // InvalidArgument for a bad STITCH_CACHE.
   static HostCompiler& instance();
 
   // A compiler with a JIT and caches of its own (tests: a fresh memory layer over a given disk
-  // layer is what a new process sees). disk may be null (memory only).
-  HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> disk);
+  // layer is what a new process sees). disk may be null (memory only), remote null (none).
+  HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> disk,
+               std::shared_ptr<RemoteCache> remote = nullptr);
   ~HostCompiler();
   HostCompiler(const HostCompiler&) = delete;
   HostCompiler& operator=(const HostCompiler&) = delete;
@@ -60,6 +62,8 @@ class HostCompiler {
   // The compiled phases of kernel `a` (its first form), through the cache.
   std::shared_ptr<const KernelPhases> compile(const KernelArtifact& a);
   CacheStats stats() const;
+  // The kernel cache's disk and remote layers.
+  PersistentLayers& layers() { return cache_->layers(); }
   // What the driver generates code for: this JIT's machine and options.
   const Target& target() const { return target_; }
 

@@ -79,6 +79,7 @@ class CpuBackend final : public HostMemoryBackend {
     return std::make_shared<CpuExecutable>(program);
   }
   CacheStats cacheStats() const override { return HostCompiler::instance().stats(); }
+  PersistentLayers* persistentLayers() override { return &HostCompiler::instance().layers(); }
 };
 
 }  // namespace

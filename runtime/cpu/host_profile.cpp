@@ -234,10 +234,16 @@ double measureHostCopyBandwidth(const HostProfile& queried) {
 HostProfile probeHostProfile(int threads, const HostTarget& host) {
   HostProfile queried = queryHostProfile(threads, host);
   const CacheKey key = hostProfileKey(queried, host);
-  std::unique_ptr<DiskCache> disk = DiskCache::fromEnv();
+  // Through the remote layer too (STITCH_REMOTE_CACHE): machines of one kind (model, features,
+  // threads) then price plans with one measurement, so that they make the same plans and share
+  // program entries and kernels. A remote entry is written to the disk by the lookup.
+  std::unique_ptr<PersistentLayers> layers = PersistentLayers::fromEnv();
+  const bool shared = layers->load(key).has_value();
   const HostProfile machine = queried;
-  return withMeasuredHostBandwidth(std::move(queried), key, *disk,
-                                   [&] { return measureHostCopyBandwidth(machine); });
+  HostProfile p = withMeasuredHostBandwidth(std::move(queried), key, *layers->disk(),
+                                            [&] { return measureHostCopyBandwidth(machine); });
+  if (!shared) layers->publish(key);
+  return p;
 }
 
 }  // namespace stitch::rt::cpu

@@ -159,9 +159,15 @@ DeviceProfile probeDeviceProfile(Device& device, DeviceCompiler& compiler,
                                  const std::string& arch) {
   DeviceProfile queried = device.queryProfile();
   const CacheKey key = deviceProfileKey(device.backend(), arch, queried);
-  std::unique_ptr<DiskCache> disk = DiskCache::fromEnv();
-  return withMeasuredBandwidth(std::move(queried), key, *disk,
-                               [&] { return measureCopyBandwidth(device, compiler, arch); });
+  // Shared through the remote layer as the host's is (cpu/host_profile.cpp: one measurement per
+  // kind of device, so that a fleet plans alike).
+  std::unique_ptr<PersistentLayers> layers = PersistentLayers::fromEnv();
+  const bool shared = layers->load(key).has_value();
+  DeviceProfile p = withMeasuredBandwidth(std::move(queried), key, *layers->disk(), [&] {
+    return measureCopyBandwidth(device, compiler, arch);
+  });
+  if (!shared) layers->publish(key);
+  return p;
 }
 
 }  // namespace stitch::rt::gpu

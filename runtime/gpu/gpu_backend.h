@@ -49,6 +49,7 @@ class GpuBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) override;
   void synchronize(void* stream) override;
   CacheStats cacheStats() const override;
+  PersistentLayers* persistentLayers() override { return &cache_->layers(); }
 
  private:
   BackendKind kind_;

@@ -10,6 +10,7 @@
 
 #include "api/api_internal.h"
 #include "fusion/planner.h"
+#include "runtime/remote_cache.h"
 #include "support/env.h"
 #include "support/logging.h"
 
@@ -17,7 +18,8 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kOptionKeys = {"backend", "fusion", "plan_candidate"};
+constexpr std::array<std::string_view, 4> kOptionKeys = {"backend", "fusion", "plan_candidate",
+                                                         "remote_cache"};
 constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
 
 }  // namespace
@@ -36,13 +38,19 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
     auto config = std::make_shared<api::EngineConfig>();
     config->fusion = fusion::modeFromEnv();
+    std::optional<std::optional<rt::RemoteCacheConfig>> remote;  // set: the option was given
     for (const auto& [key, value] :
          api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
       if (key == "backend") backend = value;
       else if (key == "fusion") config->fusion = fusion::parseMode(value);
+      else if (key == "remote_cache") remote = rt::remoteCacheConfigFromOption(value);
       else config->planCandidate = api::parsePlanCandidate(value);
     }
     config->backend = &rt::requireBackend(rt::resolveBackend(backend));
+    // The backend's kernel cache is process-wide, and so is its remote layer (stitch.h).
+    if (remote)
+      if (rt::PersistentLayers* layers = config->backend->persistentLayers())
+        layers->setRemote(*remote ? rt::RemoteCache::shared(**remote) : nullptr);
     if (auto dump = env::get("STITCH_DUMP")) {
       std::string item;
       std::stringstream list(*dump);
@@ -132,9 +140,10 @@ stitch_status_t stitch_engine_cache_stats(stitch_engine_t engine, stitch_cache_s
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     rt::CacheStats c = engine->config->backend->cacheStats();
-    *out = stitch_cache_stats_t{c.memoryHits,   c.memoryMisses,   c.diskHits, c.diskMisses,
-                                c.diskWrites,   c.corruptEntries, c.compiles, c.compileSeconds,
-                                c.shapeClasses, c.classSizes};
+    *out = stitch_cache_stats_t{c.memoryHits,   c.memoryMisses,   c.diskHits,   c.diskMisses,
+                                c.diskWrites,   c.corruptEntries, c.compiles,   c.compileSeconds,
+                                c.shapeClasses, c.classSizes,     c.remoteHits, c.remoteMisses,
+                                c.remoteWrites, c.remoteErrors};
     return STITCH_OK;
   })
 }

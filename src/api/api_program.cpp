@@ -28,6 +28,7 @@
 #include "api/api_dlpack.h"
 #include "api/api_internal.h"
 #include "driver/driver.h"
+#include "driver/program_entry.h"
 #include "fusion/explain.h"
 #include "ir/signature.h"
 #include "lower/size_args.h"
@@ -70,8 +71,10 @@ struct stitch_program_s {
   // optimized's plans, kept per shape class (fusion/plan_cache.h): a new signature of a known
   // class re-prices a kept plan instead of searching.
   std::unique_ptr<fusion::PlanCache> plans;
-  std::mutex mutex;  // guards states
+  std::mutex mutex;  // guards states and warmStarts
   std::map<std::string, std::shared_ptr<SignatureState>> states;
+  // Signatures whose artifact came from a whole-program entry (driver/program_entry.h).
+  uint64_t warmStarts = 0;
   // Its own lock, so that a repeat run never waits for another signature's compile (stateFor
   // holds `mutex` while the driver builds).
   std::mutex checkedMutex;  // guards checked
@@ -153,9 +156,28 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
   }
 }
 
-// The state for this input signature, made on its first run: the driver builds it for the
-// engine's backend (the plan only for the reference oracle), and the backend loads it. Later runs
-// of the signature find it in the map.
+// The artifact of a whole-program entry (driver/program_entry.h) for this signature, or nullopt
+// when the backend's persistent layers have none, or one that does not decode (logged; the build
+// that follows rewrites it).
+std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
+                                                const rt::CacheKey& key, const std::string& graph) {
+  std::optional<std::vector<uint8_t>> bytes = layers.load(key);
+  if (!bytes) return std::nullopt;
+  try {
+    return driver::decodeProgramArtifact(*bytes);
+  } catch (const Error& e) {
+    log().warn("graph {}: ignoring the program entry {}: {}; building again", graph,
+               layers.describe(key), e.what());
+    return std::nullopt;
+  }
+}
+
+// The state for this input signature, made on its first run, and later runs of the signature find
+// it in the map. A whole-program entry of the backend's persistent layers gives the artifact with
+// no planning (the backend's load() then finds the kernels in its cache); otherwise the driver
+// builds it for the engine's backend (the plan only for the reference oracle), the entry is
+// written, and the backend loads it. STITCH_DUMP builds every new signature, so that what is
+// dumped is what runs.
 std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
                                          std::span<const reference::TensorView> inputs) {
   std::string key = signatureKey(inputs);
@@ -164,16 +186,33 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   std::vector<ir::ConcreteInput> sig;
   for (const auto& t : inputs) sig.push_back({t.dtype, t.shape});
   rt::Backend& backend = *p.config->backend;
+  const api::EngineConfig& c = *p.config;
   const bool oracle = backend.kind() == rt::BackendKind::Reference;
+  const driver::Options options{c.fusion, c.planCandidate};
+  auto state = std::make_shared<SignatureState>();
+  rt::PersistentLayers* layers = oracle ? nullptr : backend.persistentLayers();
+  std::optional<rt::CacheKey> entry;
+  if (layers) entry = driver::programEntryKey(p.optimized, sig, backend.target(), options);
+  if (entry && !(c.dumpPlan || c.dumpSource || c.dumpLlvm)) {
+    if (std::optional<rt::ProgramArtifact> artifact =
+            warmArtifact(*layers, *entry, p.graph.name())) {
+      log().debug("graph {}: signature {} from its program entry ({} kernels)", p.graph.name(), key,
+                  artifact->kernels.size());
+      state->executable = backend.load(*artifact);
+      ++p.warmStarts;
+      p.states.emplace(key, state);
+      return state;
+    }
+  }
   driver::Build build =
-      driver::build(p.optimized, ir::bindInputs(p.optimized, sig), backend.target(),
-                    driver::Options{p.config->fusion, p.config->planCandidate},
+      driver::build(p.optimized, ir::bindInputs(p.optimized, sig), backend.target(), options,
                     oracle ? driver::Stage::Plan : driver::Stage::Emit, p.plans.get());
   log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
               build.plan.kernels.size(), p.optimized.numOps());
   dump(p, key, build);
-  auto state = std::make_shared<SignatureState>();
   if (!oracle) state->executable = backend.load(build.artifact);
+  // Written once the kernels loaded, so that an entry never names a kernel that failed.
+  if (entry) layers->store(*entry, driver::encodeProgramArtifact(build.artifact));
   p.states.emplace(key, state);
   return state;
 }
@@ -427,15 +466,17 @@ stitch_status_t stitch_program_stats(stitch_program_t program, stitch_program_st
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
     fusion::PlanCacheStats plans = program->plans->stats();
-    uint64_t signatures = 0;
+    uint64_t signatures = 0, warm = 0;
     {
       std::lock_guard<std::mutex> lock(program->mutex);
       signatures = program->states.size();
+      warm = program->warmStarts;
     }
-    // Signatures the cache did not serve were searched, whether the cache was asked or not
-    // (STITCH_SHAPE_CLASSES=0, a static graph).
-    const uint64_t reuses = std::min<uint64_t>(plans.reuses, signatures);
-    *out = stitch_program_stats_t{signatures, signatures - reuses, reuses, plans.classes};
+    // Signatures neither warm-started nor served by the plan cache were searched, whether the
+    // cache was asked or not (STITCH_SHAPE_CLASSES=0, a static graph).
+    const uint64_t planned = signatures - warm;
+    const uint64_t reuses = std::min<uint64_t>(plans.reuses, planned);
+    *out = stitch_program_stats_t{signatures, planned - reuses, reuses, plans.classes, warm};
     return STITCH_OK;
   })
 }

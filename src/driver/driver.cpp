@@ -43,17 +43,6 @@ codegen::GpuTarget gpuTargetOf(const rt::Target& t) {
   return g;
 }
 
-// The device templates as the artifact's headers: made once, shared by every kernel.
-std::shared_ptr<const std::vector<rt::SourceHeader>> deviceHeaders() {
-  static const auto headers = [] {
-    auto out = std::make_shared<std::vector<rt::SourceHeader>>();
-    for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders())
-      out->push_back(rt::SourceHeader{std::string(h.name), std::string(h.text)});
-    return std::shared_ptr<const std::vector<rt::SourceHeader>>(std::move(out));
-  }();
-  return headers;
-}
-
 rt::EntryPoint gpuEntry(const codegen::GpuLaunch& l) {
   rt::EntryPoint e;
   e.symbol = l.function;
@@ -112,8 +101,6 @@ rt::KernelCode emitHost(const lower::KernelProgram& p, const rt::Target& t) {
 #endif
 }
 
-bool shapeClassesEnabled() { return env::getBool("STITCH_SHAPE_CLASSES", true); }
-
 // Kernel k of the plan lowered under `bindings`: GPU programs carry the launch the planner priced
 // (Phase::levels, lower/launch.h), decided for the same machine facts; the emitter prints that
 // launch.
@@ -140,6 +127,18 @@ void markMovedSizes(lower::KernelProgram& p, const ir::Graph& optimized, const f
 }
 
 }  // namespace
+
+std::shared_ptr<const std::vector<rt::SourceHeader>> deviceHeaders() {
+  static const auto headers = [] {
+    auto out = std::make_shared<std::vector<rt::SourceHeader>>();
+    for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders())
+      out->push_back(rt::SourceHeader{std::string(h.name), std::string(h.text)});
+    return std::shared_ptr<const std::vector<rt::SourceHeader>>(std::move(out));
+  }();
+  return headers;
+}
+
+bool shapeClassesEnabled() { return env::getBool("STITCH_SHAPE_CLASSES", true); }
 
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& t) {
   rt::KernelArtifact a;

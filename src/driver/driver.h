@@ -27,6 +27,7 @@
 // STITCH_DUMP files all come from it, so what is dumped or printed is what runs.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ struct Build {
 // size arguments off.
 Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const rt::Target& target,
             const Options& options, Stage stage = Stage::Emit, fusion::PlanCache* plans = nullptr);
+
+// Whether shape classes are on (STITCH_SHAPE_CLASSES, default on): plans kept per plan class and
+// sizes as kernel arguments (lower/size_args.h).
+bool shapeClassesEnabled();
+
+// The device templates as GPU kernel code's headers (rt::KernelCode::headers): made once, shared
+// by every kernel.
+std::shared_ptr<const std::vector<rt::SourceHeader>> deviceHeaders();
 
 // One kernel program as an artifact for `target`: what build() makes of each kernel.
 rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& target);

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "support/error.h"
+
 namespace stitch {
 
 // Appends canonical bytes to a string used as a byte buffer.
@@ -41,6 +43,63 @@ class CanonicalWriter {
 
  private:
   std::string out_;
+};
+
+// Reads what a CanonicalWriter wrote, checking every length against what is left: malformed or
+// truncated bytes throw InvalidArgument (what a cache treats as a corrupt entry), never read past
+// the end or allocate more than the bytes could hold.
+class CanonicalReader {
+ public:
+  explicit CanonicalReader(std::string_view bytes) : in_(bytes) {}
+
+  template <class T>
+  requires std::is_integral_v<T> T integer() {
+    using U = std::make_unsigned_t<T>;
+    need(sizeof(T));
+    U u = 0;
+    for (size_t i = 0; i < sizeof(T); ++i)
+      u |= static_cast<U>(static_cast<U>(static_cast<unsigned char>(in_[pos_ + i])) << (8 * i));
+    pos_ += sizeof(T);
+    return static_cast<T>(u);
+  }
+  bool boolean() {
+    const auto b = integer<uint8_t>();
+    if (b > 1) fail("a boolean byte that is neither 0 nor 1");
+    return b == 1;
+  }
+  template <class E>
+  requires std::is_enum_v<E> E enumeration() {
+    return static_cast<E>(integer<std::underlying_type_t<E>>());
+  }
+  double real() { return std::bit_cast<double>(integer<uint64_t>()); }
+  // A count of items each taking at least `minItemBytes` bytes: checked against what is left.
+  size_t length(size_t minItemBytes = 1) {
+    const auto n = integer<uint64_t>();
+    if (minItemBytes > 0 && n > (in_.size() - pos_) / minItemBytes) fail("a length past the end");
+    return static_cast<size_t>(n);
+  }
+  std::string string() {
+    const size_t n = length();
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  bool done() const { return pos_ == in_.size(); }
+  // Throws unless every byte was read.
+  void finish() const {
+    if (!done()) fail("bytes left over after the end");
+  }
+
+ private:
+  void need(size_t n) const {
+    if (n > in_.size() - pos_) fail("truncated");
+  }
+  [[noreturn]] static void fail(const char* what) {
+    throwError(ErrorCode::InvalidArgument, std::string("malformed canonical bytes: ") + what);
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
 };
 
 // The canonical bytes of one integer, enum or bool (key parts other than the program).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 
 #include "support/error.h"
@@ -20,6 +21,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_FUSION", "stitch, basic, off"},
     {"STITCH_CACHE", "a boolean"},
     {"STITCH_CACHE_DIR", "a directory"},
+    {"STITCH_CACHE_MAX_MB", "an integer from 1 to 17592186044415 (MiB)"},
     {"STITCH_DUMP", "a comma list of plan, source, llvm"},
     {"STITCH_DUMP_DIR", "a directory"},
     {"STITCH_NUM_THREADS", "a positive integer"},
@@ -34,6 +36,11 @@ constexpr Variable kVariables[] = {
     {"STITCH_CUDA_LIBRARY", "the path of libcuda"},
     {"STITCH_NVRTC_LIBRARY", "the path of libnvrtc"},
     {"STITCH_HIP_LIBRARY", "the path of libamdhip64"},
+    {"STITCH_REMOTE_CACHE", "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or off"},
+    {"STITCH_REMOTE_CACHE_NAMESPACE", "letters, digits and . _ - (at most 64)"},
+    {"STITCH_REMOTE_CACHE_TIMEOUT_MS", "an integer from 1 to 60000"},
+    {"STITCH_REMOTE_CACHE_TTL", "an integer from 0 (no expiry) to 315360000 (seconds)"},
+    {"STITCH_REMOTE_CACHE_RETRY_MS", "an integer from 0 to 86400000"},
 };
 
 constexpr std::string_view kHarnessPrefixes[] = {"STITCH_TEST_", "STITCH_BENCH_", "STITCH_CI_"};
@@ -125,6 +132,18 @@ bool getBool(const char* name, bool fallback) {
   throwError(ErrorCode::InvalidArgument,
              fmt::format("{}={} is not valid; valid values: {} (true), {} (false)", name, *v,
                          joinChoices(kTrue), joinChoices(kFalse)));
+}
+
+int64_t getInt(const char* name, int64_t min, int64_t max, int64_t fallback) {
+  auto v = get(name);
+  if (!v) return fallback;
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < min || n > max)
+    throwError(ErrorCode::InvalidArgument,
+               fmt::format("{}={} is not valid; valid values: an integer from {} to {}", name, *v,
+                           min, max));
+  return n;
 }
 
 }  // namespace stitch::env

@@ -13,6 +13,7 @@
 // (python/stitch/_env.py) parses STITCH_DISABLE with the same rules.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,10 @@ std::optional<std::string> getChoice(const char* name, std::span<const std::stri
 // The boolean value of NAME, or `fallback` when unset or empty. Throws InvalidArgument naming the
 // variable, the bad value and the accepted spellings otherwise.
 bool getBool(const char* name, bool fallback);
+// The integer value of NAME, which must be in [min, max]; `fallback` when unset or empty. Throws
+// InvalidArgument naming the variable, the bad value and the valid range otherwise.
+int64_t getInt(const char* name, int64_t min, int64_t max, int64_t fallback);
+
 // Parses a boolean as getBool does; nullopt when `text` is none of the accepted spellings.
 std::optional<bool> parseBool(std::string_view text);
 

@@ -5,8 +5,12 @@
 // strides, NULL data, another device, overlapping memory), on every host backend.
 #include <gtest/gtest.h>
 #include <stitch/stitch.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,7 +127,13 @@ TEST(ApiRepeatRuns, ProgramStatsCountSignaturesAndKeptPlans) {
     for (bool classes : {true, false}) {
       SCOPED_TRACE(std::string(backend) + (classes ? "" : ", STITCH_SHAPE_CLASSES=0"));
       if (!classes) ::setenv("STITCH_SHAPE_CLASSES", "0", 1);
-      Program p(backend, kAffine);
+      // A graph name no earlier process used: its signatures are planned here, not warm-started
+      // from a program entry an earlier run of this test left in the disk cache.
+      const std::string text = std::regex_replace(
+          kAffine, std::regex("graph affine"),
+          "graph affine_" + std::to_string(::getpid()) + "_" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+      Program p(backend, text.c_str());
       for (int64_t n : {40, 33, 47, 40, 5, 6, 40}) {  // classes 2^5 and 2^2
         AffineRun r(n, static_cast<float>(n));
         ASSERT_EQ(r.run(p.program), STITCH_OK) << "n = " << n << ": " << lastError();
@@ -136,9 +146,40 @@ TEST(ApiRepeatRuns, ProgramStatsCountSignaturesAndKeptPlans) {
       EXPECT_EQ(s.plan_searches, classes ? 2u : 5u);
       EXPECT_EQ(s.plan_reuses, classes ? 3u : 0u);
       EXPECT_EQ(s.plan_classes, classes ? 2u : 0u);
+      EXPECT_EQ(s.warm_starts, 0u);
     }
   }
   EXPECT_EQ(stitch_program_stats(nullptr, nullptr), STITCH_ERROR_INVALID_ARGUMENT);
+}
+
+// Whole-program entries (driver/program_entry.h): a second program of the same graph runs a
+// signature the first one built from its entry in the disk cache, with no planning, and right.
+TEST(ApiRepeatRuns, ASecondProgramOfAGraphWarmStartsFromTheFirstOnesEntry) {
+  const char* cache = std::getenv("STITCH_CACHE");
+  if (cache && std::string(cache) == "0") GTEST_SKIP() << "STITCH_CACHE=0: no disk layer";
+  const std::string text = std::regex_replace(
+      kAffine, std::regex("graph affine"),
+      "graph warm_" + std::to_string(::getpid()) + "_" +
+          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const std::vector<const char*> backends = hostBackends();
+  if (std::find_if(backends.begin(), backends.end(),
+                   [](const char* b) { return std::string(b) == "cpu"; }) == backends.end())
+    GTEST_SKIP() << "no cpu backend in this build";
+  Program first("cpu", text.c_str());
+  AffineRun a(9, 3.0f);
+  ASSERT_EQ(a.run(first.program), STITCH_OK) << lastError();
+  Program second("cpu", text.c_str());
+  AffineRun b(9, 5.0f);
+  ASSERT_EQ(b.run(second.program), STITCH_OK) << lastError();
+  EXPECT_TRUE(b.right());
+  AffineRun c(10, 6.0f);  // another signature: built
+  ASSERT_EQ(c.run(second.program), STITCH_OK) << lastError();
+  EXPECT_TRUE(c.right());
+  stitch_program_stats_t s{};
+  ASSERT_EQ(stitch_program_stats(second.program, &s), STITCH_OK) << lastError();
+  EXPECT_EQ(s.signatures, 2u);
+  EXPECT_EQ(s.warm_starts, 1u);
+  EXPECT_EQ(s.plan_searches + s.plan_reuses, 1u);
 }
 
 TEST(ApiRepeatRuns, AWrongShapeOrDtypeAfterAGoodRunStillFails) {

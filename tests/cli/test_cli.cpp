@@ -9,6 +9,8 @@
 #include <regex>
 #include <string>
 
+#include "../common/cache_entry.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -175,6 +177,90 @@ TEST(Cli, DiskCacheServesASecondProcess) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(fs::exists(off));
   EXPECT_EQ(runCli("run " + ln + " --backend cpu", "STITCH_CACHE=2").code, 2);
+}
+
+// `stitch cache stats|clear|prune` on a directory of files written by hand from the documented
+// format: what stats counts, what prune and clear remove, and that nothing else is touched.
+TEST(Cli, CacheStatsPruneAndClear) {
+  fs::path dir = fs::temp_directory_path() / "stitch_cli_cache_maintenance";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string env = "STITCH_CACHE_DIR=" + dir.string() + " STITCH_CACHE_MAX_MB=2";
+  const fs::path good = stitch::testing::writeCacheEntry(dir, "key", std::vector<uint8_t>(3000, 1));
+  const fs::path bad = stitch::testing::writeCacheEntry(dir, "other", std::vector<uint8_t>(10, 2));
+  fs::resize_file(bad, fs::file_size(bad) + 1);
+  const fs::path stale = stitch::testing::writeCacheTemporary(dir, 1, 1, 50);
+  stitch::testing::setFileAge(stale, 3600);
+  const fs::path foreign = dir / "notes.txt";
+  stitch::testing::writeBytes(foreign, {1, 2, 3});
+  // Entries are a 32-byte header, the key, the payload: 3035 bytes and 47 + 1.
+  ASSERT_EQ(fs::file_size(good), 3035u);
+
+  Result stats = runCli("cache stats", env);
+  ASSERT_EQ(stats.code, 0) << stats.out;
+  EXPECT_NE(stats.out.find("directory: " + dir.string() + "\n"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("entries: 2, 3.0 KiB (3083 bytes)"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("temporary files: 1, 50 B"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("limit (STITCH_CACHE_MAX_MB): 2.0 MiB (2097152 bytes), 0.1% used"),
+            std::string::npos)
+      << stats.out;
+
+  Result prune = runCli("cache prune", env);
+  ASSERT_EQ(prune.code, 0) << prune.out;
+  EXPECT_NE(prune.out.find("removed 1 stale temporary files, 1 corrupt entries, 0 least recently "
+                           "used entries; freed 98 B"),
+            std::string::npos)
+      << prune.out;
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_FALSE(fs::exists(bad));
+  EXPECT_FALSE(fs::exists(stale));
+
+  Result clear = runCli("cache clear", env);
+  ASSERT_EQ(clear.code, 0) << clear.out;
+  EXPECT_NE(clear.out.find("removed 1 files, 3.0 KiB (3035 bytes)"), std::string::npos)
+      << clear.out;
+  EXPECT_FALSE(fs::exists(good));
+  EXPECT_TRUE(fs::exists(foreign));
+  EXPECT_NE(runCli("cache stats", env).out.find("entries: 0, 0 B"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Entries the cpu backend wrote are intact for prune, counted by stats and removed by clear.
+TEST(Cli, CacheCommandsSeeWhatRunsWrote) {
+  if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
+  fs::path dir = fs::temp_directory_path() / "stitch_cli_cache_written";
+  fs::remove_all(dir);
+  const std::string env = "STITCH_CACHE_DIR=" + dir.string();
+  std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  ASSERT_EQ(runCli("run " + ln + " --graph layer_norm --backend cpu --dim N=8", env).code, 0);
+  Result stats = runCli("cache stats", env);
+  ASSERT_EQ(stats.code, 0) << stats.out;
+  EXPECT_EQ(stats.out.find("entries: 0,"), std::string::npos) << stats.out;
+  Result prune = runCli("cache prune", env);
+  EXPECT_NE(prune.out.find(" 0 corrupt entries"), std::string::npos) << prune.out;
+  Result clear = runCli("cache clear", env);
+  ASSERT_EQ(clear.code, 0) << clear.out;
+  EXPECT_EQ(clear.out.find("removed 0 files"), std::string::npos) << clear.out;
+  EXPECT_NE(runCli("cache stats", env).out.find("entries: 0, 0 B"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, CacheMisuseExits2) {
+  const std::string env =
+      "STITCH_CACHE_DIR=" + (fs::temp_directory_path() / "stitch_cli_x").string();
+  Result r = runCli("cache", env);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("stats, clear or prune"), std::string::npos) << r.out;
+  r = runCli("cache frobnicate", env);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown cache command 'frobnicate'"), std::string::npos) << r.out;
+  EXPECT_EQ(runCli("cache stats --all", env).code, 2);
+  r = runCli("cache stats", env + " STITCH_CACHE=0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("STITCH_CACHE=0"), std::string::npos) << r.out;
+  r = runCli("cache prune", env + " STITCH_CACHE_MAX_MB=lots");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("STITCH_CACHE_MAX_MB=lots"), std::string::npos) << r.out;
 }
 
 TEST(Cli, RunPrintsSummariesAndTimes) {

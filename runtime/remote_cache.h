@@ -1,0 +1,133 @@
+// The remote layer of the kernel cache: compiled kernels shared by a fleet through Redis.
+//
+// Why
+// ---
+// Every process of a fleet compiles the same kernels (and plans the same programs) for the same
+// machines. A shared store lets one process compile a kernel and every other one load it: the
+// lookup order is memory -> disk -> remote -> compile (runtime/kernel_cache.h), a remote hit is
+// written to the local disk layer, and a compile is written to both.
+//
+// Values and names
+// ----------------
+// A value is exactly a disk entry (encodeEntry: magic, format version, the full canonical key,
+// payload size and checksum, then the payload) and is verified the same way (decodeEntry) before
+// use: a truncated, corrupt, foreign or other-version value is a miss, counted in corruptEntries,
+// and the compile that follows overwrites it. The Redis key is
+//   <namespace>:e<kDiskFormatVersion>:<16 hex digits of CacheKey::hash()>
+// ("stitch:e2:0123456789abcdef"): the namespace (default "stitch") keeps fleets or tenants that
+// share a server apart, and the format version keeps releases with other entry formats from
+// reading each other's values; a hash collision, or a value another library version wrote under
+// the same name, holds another canonical key and reads as a miss, never as another kernel.
+//
+// Configuration: STITCH_REMOTE_CACHE=redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (or the engine
+// option "remote_cache"; "off" turns it off), STITCH_REMOTE_CACHE_NAMESPACE,
+// STITCH_REMOTE_CACHE_TIMEOUT_MS (connect and each command; default 200),
+// STITCH_REMOTE_CACHE_TTL (seconds a value lives after it is written; default 7 days, 0: no
+// expiry), STITCH_REMOTE_CACHE_RETRY_MS (how long to go without the server after a failure;
+// default 30000). A malformed value is an InvalidArgument error naming it; a server that cannot be
+// reached is not an error.
+//
+// Never failing a run
+// -------------------
+// Every failure (connection refused, a timeout, the server going away mid-run, an error reply, a
+// value too large for a reply) is logged (one warning per outage, then debug) and counted in
+// remoteErrors; the connection is dropped and the layer is skipped (a miss, a dropped write) until
+// the retry interval has passed, when the next operation connects again. So a dead server costs
+// one timeout per retry interval, never a failed or hung run. No exception leaves load() or
+// store().
+//
+// Concurrency
+// -----------
+// One connection per RemoteCache, used under a mutex (operations take well under a millisecond on
+// a healthy server; compiles, which they replace, take tens). Processes share nothing but the
+// server: two processes that both miss both compile and both SET; either value is a whole,
+// verified entry, and the last one wins.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/kernel_cache.h"
+
+struct redisContext;
+
+namespace stitch::rt {
+
+// Where the remote layer is and how it behaves (the note above).
+struct RemoteCacheConfig {
+  std::string url;  // as given, without the password (for messages)
+  std::string host;
+  int port = 6379;
+  int db = 0;
+  std::string user;      // empty: AUTH with the password alone (or no AUTH)
+  std::string password;  // empty: no AUTH
+  std::string nameSpace = "stitch";
+  int timeoutMs = 200;
+  int64_t ttlSeconds = 7 * 24 * 3600;  // 0: values never expire
+  int retryMs = 30000;
+};
+
+// Parses redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (HOST may be a bracketed IPv6 address) into
+// a config with the other fields at their defaults. Throws InvalidArgument naming `what` (the
+// variable or option it came from) and the problem.
+RemoteCacheConfig parseRemoteCacheUrl(std::string_view url, std::string_view what);
+
+// The remote layer the environment asks for: nullopt when STITCH_REMOTE_CACHE is unset, empty or
+// "off"; otherwise the URL with the STITCH_REMOTE_CACHE_* settings. Throws InvalidArgument for a
+// malformed value, or when this build has no Redis client (built without hiredis).
+std::optional<RemoteCacheConfig> remoteCacheConfigFromEnv();
+// The same for an engine option's value ("off": none), with the other settings from the
+// environment.
+std::optional<RemoteCacheConfig> remoteCacheConfigFromOption(std::string_view value);
+
+// Whether this build has a Redis client.
+bool remoteCacheAvailable();
+
+class RemoteCache {
+ public:
+  // Connects lazily, on the first operation.
+  explicit RemoteCache(RemoteCacheConfig config);
+  ~RemoteCache();
+  RemoteCache(const RemoteCache&) = delete;
+  RemoteCache& operator=(const RemoteCache&) = delete;
+
+  // One instance per distinct configuration in this process, so that every layer that names the
+  // same server shares its connection (and its outage state).
+  static std::shared_ptr<RemoteCache> shared(const RemoteCacheConfig& config);
+
+  // The verified payload stored for key, or nullopt (a miss, a bad value, or the server is
+  // unavailable). Never throws.
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  // Stores the entry (with the TTL); failures are logged and counted. Never throws.
+  void store(const CacheKey& key, std::span<const uint8_t> payload);
+
+  // The Redis key of an entry (the note above).
+  std::string nameFor(const CacheKey& key) const;
+  const RemoteCacheConfig& config() const { return config_; }
+  CacheStats stats() const;
+  void resetStats();
+
+ private:
+  // The live connection, connecting when there is none and the retry time has come; null when
+  // the server is unavailable. Called with mu_ held.
+  redisContext* connection();
+  // Drops the connection and skips the server until the retry time. Called with mu_ held.
+  void failed(const std::string& what);
+
+  const RemoteCacheConfig config_;
+  mutable std::mutex mu_;
+  redisContext* ctx_ = nullptr;
+  std::chrono::steady_clock::time_point retryAt_{};
+  bool outage_ = false;  // a failure was warned about and no operation has succeeded since
+  std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
+};
+
+}  // namespace stitch::rt

@@ -1,0 +1,66 @@
+// Whole-program entries: a program's artifact for one input signature, kept in the kernel cache's
+// persistent layers so that a restarted process runs it with no planning and no compiling.
+//
+// Design note. A program's first run of an input signature optimizes nothing (the passes ran when
+// the program was made) but plans the graph (the search, or a kept plan re-priced: fusion/
+// plan_cache.h), lowers and emits every kernel, and compiles each through the kernel cache. The
+// kernel cache makes the compiles of a restarted process disk hits; this module makes the rest of
+// that work one lookup too. The entry's payload is the driver's output itself, the
+// rt::ProgramArtifact (kernel code with its cache keys, entry points and launches, buffers, size
+// arguments): exactly what the backend is handed, so a warm start loads the artifact and the
+// backend's load() finds every kernel in its cache, as it would have after a build.
+//
+// The key is everything build() reads: the graph after the passes (serializeGraph: every node's
+// op, operands by id, attributes, type and name, the inputs and outputs; the source locations
+// are left out, which nothing downstream reads), the input signature (dtypes and shapes), the
+// target attribute by attribute (serializeTarget: the host's or the device's measured figures
+// included, since the planner prices them), the driver options (fusion mode, plan candidate) and
+// whether shape classes are on; CacheKey adds the library version and the build's code identity.
+// Node ids are part of the graph's bytes: the artifact names buffers by node id, and the caller
+// binds inputs and outputs by id, so two graphs that print alike but number their nodes
+// differently must not share an entry.
+//
+// A plan kept per shape class makes the plan a signature gets depend on the signatures a program
+// saw before it (fusion/plan_cache.h). Each such plan is valid for the signature it was built
+// for, and so is the artifact made from it: an entry is a correct build of its key, not
+// necessarily the build a fresh search would make.
+//
+// Entries are verified like every cache entry (runtime/kernel_cache.h: header, full key,
+// checksum), and the payload is decoded with bounds checks (support/canonical.h): a payload
+// that does not decode is a corrupt entry, rebuilt and rewritten by the caller.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "driver/driver.h"
+#include "ir/graph.h"
+#include "ir/signature.h"
+#include "runtime/artifact.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/target.h"
+
+namespace stitch::driver {
+
+// Bump when the key's parts or the payload's encoding change.
+inline constexpr uint32_t kProgramEntryFormat = 1;
+
+// The canonical bytes of a graph: every node (op, operands, attributes, type, name) in id order,
+// then the inputs and outputs. Equal graphs (ir::Graph::operator==) give equal bytes.
+std::string serializeGraph(const ir::Graph& g);
+// The canonical bytes of every field of a target.
+std::string serializeTarget(const rt::Target& t);
+
+// The key of `optimized`'s entry for an input signature (the note above).
+rt::CacheKey programEntryKey(const ir::Graph& optimized,
+                             std::span<const ir::ConcreteInput> signature, const rt::Target& target,
+                             const Options& options);
+
+// The payload of an entry, and back. decodeProgramArtifact throws InvalidArgument for bytes that
+// are not an encoded artifact; GPU code gets this build's device headers.
+std::vector<uint8_t> encodeProgramArtifact(const rt::ProgramArtifact& a);
+rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes);
+
+}  // namespace stitch::driver

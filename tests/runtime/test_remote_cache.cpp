@@ -1,0 +1,377 @@
+// The kernel cache's remote layer (runtime/remote_cache.h) against a real redis-server on a
+// loopback port (tests/common/redis_server.h): configuration, verified values, a server that dies
+// and comes back, corrupt, truncated, foreign and other-version values, TTLs, namespaces and
+// concurrent writers. Tests that need the server skip, saying why, when it cannot start.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/redis_server.h"
+#include "common/temp_dir.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/remote_cache.h"
+#include "support/error.h"
+
+using namespace stitch;
+using namespace stitch::rt;
+using stitch::testing::RedisServer;
+using stitch::testing::TempDir;
+
+namespace {
+
+// Sets (or unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+CacheKey keyOf(const std::string& what) {
+  CacheKey k;
+  k.add("code", what).add("target", "test");
+  return k;
+}
+
+std::vector<uint8_t> payloadOf(const CacheKey& key) {
+  std::string c = key.canonical() + "compiled";
+  return std::vector<uint8_t>(c.begin(), c.end());
+}
+
+std::string asString(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+struct Kernel {
+  std::vector<uint8_t> bytes;
+};
+using Cache = KernelCache<Kernel>;
+
+std::shared_ptr<Kernel> get(Cache& cache, const CacheKey& key, std::atomic<int>& compiles) {
+  return cache.getOrCompile(
+      key,
+      [&] {
+        ++compiles;
+        return payloadOf(key);
+      },
+      [](const std::vector<uint8_t>& b) { return std::make_shared<Kernel>(Kernel{b}); });
+}
+
+RemoteCacheConfig configFor(const RedisServer& s) {
+  RemoteCacheConfig c = parseRemoteCacheUrl(s.url(), "test");
+  c.timeoutMs = 500;
+  c.retryMs = 100;
+  c.ttlSeconds = 0;
+  return c;
+}
+
+class RemoteCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!remoteCacheAvailable()) GTEST_SKIP() << "built without hiredis (libhiredis-dev)";
+    std::string why;
+    server_ = RedisServer::start(&why);
+    if (!server_) GTEST_SKIP() << "no redis-server for this test: " << why;
+  }
+  std::unique_ptr<RedisServer> server_;
+};
+
+}  // namespace
+
+TEST(RemoteCacheConfig, ParsesUrls) {
+  RemoteCacheConfig c = parseRemoteCacheUrl("redis://cache.example:6380/3", "X");
+  EXPECT_EQ(c.host, "cache.example");
+  EXPECT_EQ(c.port, 6380);
+  EXPECT_EQ(c.db, 3);
+  EXPECT_TRUE(c.password.empty());
+  c = parseRemoteCacheUrl("redis://10.0.0.7", "X");
+  EXPECT_EQ(c.host, "10.0.0.7");
+  EXPECT_EQ(c.port, 6379);
+  EXPECT_EQ(c.db, 0);
+  c = parseRemoteCacheUrl("redis://alice:s3cr@t@[::1]:7000/1", "X");
+  EXPECT_EQ(c.user, "alice");
+  EXPECT_EQ(c.password, "s3cr@t");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 7000);
+  EXPECT_EQ(c.db, 1);
+  // The password never reaches messages.
+  EXPECT_EQ(c.url.find("s3cr"), std::string::npos) << c.url;
+  EXPECT_NE(c.url.find("[::1]:7000/1"), std::string::npos) << c.url;
+  c = parseRemoteCacheUrl("redis://:pw@h:1", "X");
+  EXPECT_EQ(c.user, "");
+  EXPECT_EQ(c.password, "pw");
+}
+
+TEST(RemoteCacheConfig, RejectsMalformedUrlsNamingTheSource) {
+  for (const char* bad :
+       {"http://h:1", "redis://", "redis://h:", "redis://h:0", "redis://h:65536", "redis://h:x",
+        "redis://h:1/db", "redis://[::1", "redis://[::1]x", "redis://user@h:1", "redis://u:@h"}) {
+    try {
+      parseRemoteCacheUrl(bad, "STITCH_REMOTE_CACHE");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("STITCH_REMOTE_CACHE="), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
+  {
+    ScopedEnv url("STITCH_REMOTE_CACHE", nullptr);
+    EXPECT_FALSE(remoteCacheConfigFromEnv());
+  }
+  {
+    ScopedEnv url("STITCH_REMOTE_CACHE", "off");
+    EXPECT_FALSE(remoteCacheConfigFromEnv());
+  }
+  if (!remoteCacheAvailable()) {
+    ScopedEnv url("STITCH_REMOTE_CACHE", "redis://h:1");
+    EXPECT_THROW(remoteCacheConfigFromEnv(), Error);
+    return;
+  }
+  ScopedEnv url("STITCH_REMOTE_CACHE", "redis://h:1/2");
+  ScopedEnv ns("STITCH_REMOTE_CACHE_NAMESPACE", "team-a.v1");
+  ScopedEnv timeout("STITCH_REMOTE_CACHE_TIMEOUT_MS", "50");
+  ScopedEnv ttl("STITCH_REMOTE_CACHE_TTL", "0");
+  ScopedEnv retry("STITCH_REMOTE_CACHE_RETRY_MS", "10");
+  std::optional<RemoteCacheConfig> c = remoteCacheConfigFromEnv();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->nameSpace, "team-a.v1");
+  EXPECT_EQ(c->timeoutMs, 50);
+  EXPECT_EQ(c->ttlSeconds, 0);
+  EXPECT_EQ(c->retryMs, 10);
+  EXPECT_EQ(c->db, 2);
+  for (auto [name, value] : {std::pair{"STITCH_REMOTE_CACHE_NAMESPACE", "a b"},
+                             std::pair{"STITCH_REMOTE_CACHE_TIMEOUT_MS", "0"},
+                             std::pair{"STITCH_REMOTE_CACHE_TTL", "-1"},
+                             std::pair{"STITCH_REMOTE_CACHE_RETRY_MS", "soon"}}) {
+    ScopedEnv bad(name, value);
+    try {
+      remoteCacheConfigFromEnv();
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(RemoteCacheTest, StoresVerifiedEntriesUnderNamespacedVersionedNames) {
+  RemoteCache remote(configFor(*server_));
+  const CacheKey key = keyOf("a");
+  EXPECT_FALSE(remote.load(key));
+  remote.store(key, payloadOf(key));
+  const std::string name = remote.nameFor(key);
+  EXPECT_EQ(name, fmt::format("stitch:e{}:{:016x}", kDiskFormatVersion, key.hash()));
+  bool found = false;
+  // The value is exactly a disk entry.
+  EXPECT_EQ(server_->get(name, &found), asString(encodeEntry(key.canonical(), payloadOf(key))));
+  EXPECT_TRUE(found);
+  std::optional<std::vector<uint8_t>> back = remote.load(key);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, payloadOf(key));
+  CacheStats s = remote.stats();
+  EXPECT_EQ(s.remoteHits, 1u);
+  EXPECT_EQ(s.remoteMisses, 1u);
+  EXPECT_EQ(s.remoteWrites, 1u);
+  EXPECT_EQ(s.remoteErrors, 0u);
+}
+
+TEST_F(RemoteCacheTest, NamespacesAndDatabasesKeepFleetsApart) {
+  RemoteCacheConfig a = configFor(*server_), b = a, c = a;
+  b.nameSpace = "other";
+  c.db = 1;
+  RemoteCache ra(a), rb(b), rc(c);
+  const CacheKey key = keyOf("shared");
+  ra.store(key, payloadOf(key));
+  EXPECT_TRUE(ra.load(key));
+  EXPECT_FALSE(rb.load(key));
+  EXPECT_FALSE(rc.load(key));
+}
+
+TEST_F(RemoteCacheTest, ValuesLiveForTheirTtl) {
+  RemoteCacheConfig c = configFor(*server_);
+  c.ttlSeconds = 100;
+  RemoteCache withTtl(c);
+  c.ttlSeconds = 0;
+  RemoteCache forever(c);
+  const CacheKey k1 = keyOf("ttl"), k2 = keyOf("forever");
+  withTtl.store(k1, payloadOf(k1));
+  forever.store(k2, payloadOf(k2));
+  const long long ttl = server_->integer({"TTL", withTtl.nameFor(k1)});
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 100);
+  EXPECT_EQ(server_->integer({"TTL", forever.nameFor(k2)}), -1);  // no expiry
+}
+
+TEST_F(RemoteCacheTest, CorruptTruncatedForeignAndOtherVersionValuesAreMissesAndReplaced) {
+  RemoteCache remote(configFor(*server_));
+  const CacheKey key = keyOf("victim");
+  const std::string name = remote.nameFor(key);
+  const std::string good = asString(encodeEntry(key.canonical(), payloadOf(key)));
+
+  std::string flipped = good;
+  flipped.back() ^= 0x5a;  // payload checksum
+  std::string otherFormat = good;
+  otherFormat[8] = static_cast<char>(kDiskFormatVersion + 1);  // the header's format version
+  CacheKey otherRelease = key;
+  otherRelease.version = "0.0.1+someone-else";  // another library version's entry, same name
+  const CacheKey foreignKey = keyOf("someone else");
+  const std::vector<std::pair<const char*, std::string>> bad = {
+      {"garbage", "not an entry at all"},
+      {"truncated", good.substr(0, good.size() - 3)},
+      {"corrupt", flipped},
+      {"other format version", otherFormat},
+      {"other library version", asString(encodeEntry(otherRelease.canonical(), payloadOf(key)))},
+      {"foreign key", asString(encodeEntry(foreignKey.canonical(), payloadOf(foreignKey)))},
+      {"empty", ""},
+  };
+  uint64_t corrupt = 0;
+  for (const auto& [what, value] : bad) {
+    ASSERT_TRUE(server_->set(name, value)) << what;
+    EXPECT_FALSE(remote.load(key)) << what;
+    EXPECT_EQ(remote.stats().corruptEntries, ++corrupt) << what;
+    // A cache over it compiles and overwrites the value with a good one.
+    TempDir dir;
+    Cache cache(4, std::make_unique<DiskCache>(dir.path()), RemoteCache::shared(remote.config()));
+    std::atomic<int> compiles{0};
+    EXPECT_EQ(get(cache, key, compiles)->bytes, payloadOf(key)) << what;
+    EXPECT_EQ(compiles.load(), 1) << what;
+    bool found = false;
+    EXPECT_EQ(server_->get(name, &found), good) << what;
+  }
+}
+
+TEST_F(RemoteCacheTest, ARemoteHitFillsTheDiskAndCompilesNothing) {
+  const RemoteCacheConfig config = configFor(*server_);
+  TempDir d1, d2;
+  std::atomic<int> compiles{0};
+  {
+    Cache first(4, std::make_unique<DiskCache>(d1.path()), std::make_shared<RemoteCache>(config));
+    get(first, keyOf("k"), compiles);
+  }
+  Cache second(4, std::make_unique<DiskCache>(d2.path()), std::make_shared<RemoteCache>(config));
+  EXPECT_EQ(get(second, keyOf("k"), compiles)->bytes, payloadOf(keyOf("k")));
+  EXPECT_EQ(compiles.load(), 1);
+  CacheStats s = second.stats();
+  EXPECT_EQ(s.diskMisses, 1u);
+  EXPECT_EQ(s.remoteHits, 1u);
+  EXPECT_EQ(s.diskWrites, 1u);  // filled from the remote
+  // So a third process on the second machine finds it on its disk, with the server gone.
+  server_->kill();
+  Cache third(4, std::make_unique<DiskCache>(d2.path()), std::make_shared<RemoteCache>(config));
+  get(third, keyOf("k"), compiles);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(third.stats().diskHits, 1u);
+  EXPECT_EQ(third.stats().remoteErrors, 0u);  // never asked
+}
+
+TEST_F(RemoteCacheTest, AServerKilledMidRunFailsNothingAndIsUsedAgainWhenBack) {
+  RemoteCacheConfig config = configFor(*server_);
+  config.retryMs = 200;
+  auto remote = std::make_shared<RemoteCache>(config);
+  TempDir dir;
+  Cache cache(64, std::make_unique<DiskCache>(dir.path()), remote);
+  std::atomic<int> compiles{0};
+  get(cache, keyOf("before"), compiles);
+  EXPECT_EQ(remote->stats().remoteWrites, 1u);
+
+  server_->kill();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(get(cache, keyOf("during" + std::to_string(i)), compiles)->bytes,
+              payloadOf(keyOf("during" + std::to_string(i))));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(compiles.load(), 21);
+  // The first failure drops the connection; the others skip the server until the retry time.
+  const CacheStats down = remote->stats();
+  EXPECT_GE(down.remoteErrors, 1u);
+  EXPECT_LE(down.remoteErrors, 3u);
+  EXPECT_LT(seconds, 2.0) << "a dead server must not cost a timeout per lookup";
+
+  std::string why;
+  ASSERT_TRUE(server_->restart(&why)) << why;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the retry time
+  get(cache, keyOf("after"), compiles);
+  EXPECT_GT(remote->stats().remoteWrites, down.remoteWrites) << "reconnected after the retry time";
+  bool found = false;
+  server_->get(remote->nameFor(keyOf("after")), &found);
+  EXPECT_TRUE(found);
+}
+
+TEST_F(RemoteCacheTest, AnUnreachableServerCostsOneTimeoutPerRetryInterval) {
+  RemoteCacheConfig config = configFor(*server_);
+  server_->kill();  // nothing listens on the port now: connections are refused
+  config.retryMs = 60000;
+  RemoteCache remote(config);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_FALSE(remote.load(keyOf(std::to_string(i))));
+    remote.store(keyOf(std::to_string(i)), payloadOf(keyOf(std::to_string(i))));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(remote.stats().remoteErrors, 1u);
+  EXPECT_EQ(remote.stats().remoteMisses, 100u);
+}
+
+TEST_F(RemoteCacheTest, ConcurrentWritersLeaveOnlyWholeEntries) {
+  const RemoteCacheConfig config = configFor(*server_);
+  constexpr int kThreads = 8, kKeys = 24;
+  std::vector<TempDir> dirs(kThreads);
+  std::atomic<int> compiles{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      // Each thread is a process of its own: its own memory and disk layers, its own connection.
+      Cache cache(kKeys, std::make_unique<DiskCache>(dirs[t].path()),
+                  std::make_shared<RemoteCache>(config));
+      for (int round = 0; round < 2; ++round)
+        for (int k = 0; k < kKeys; ++k) {
+          const CacheKey key = keyOf("key" + std::to_string((k + t) % kKeys));
+          if (get(cache, key, compiles)->bytes != payloadOf(key)) ++wrong;
+        }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(compiles.load(), kKeys);
+  RemoteCache check(config);
+  for (int k = 0; k < kKeys; ++k) {
+    const CacheKey key = keyOf("key" + std::to_string(k));
+    std::optional<std::vector<uint8_t>> v = check.load(key);
+    ASSERT_TRUE(v) << k;
+    EXPECT_EQ(*v, payloadOf(key));
+  }
+  EXPECT_EQ(check.stats().corruptEntries, 0u);
+}
+
+TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
+  ASSERT_TRUE(server_->command({"CONFIG", "SET", "requirepass", "pw"}).rfind("+OK", 0) == 0);
+  RemoteCacheConfig config = parseRemoteCacheUrl(
+      "redis://:pw@127.0.0.1:" + std::to_string(server_->port()) + "/2", "test");
+  config.ttlSeconds = 0;
+  RemoteCache remote(config);
+  const CacheKey key = keyOf("secret");
+  remote.store(key, payloadOf(key));
+  EXPECT_TRUE(remote.load(key));
+  EXPECT_EQ(remote.stats().remoteErrors, 0u);
+  config.password = "wrong";
+  RemoteCache wrong(config);
+  EXPECT_FALSE(wrong.load(key));
+  EXPECT_EQ(wrong.stats().remoteErrors, 1u);
+}
