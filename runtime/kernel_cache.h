@@ -33,13 +33,18 @@
 // (the same on every machine, compiler and run, which std::hash promises not); it only names the
 // file, so a hash collision reads as a miss, never as another kernel.
 //
-// Two layers (KernelCache::getOrCompile)
-// --------------------------------------
+// Three layers (KernelCache::getOrCompile)
+// ----------------------------------------
 //   memory hit                -> the loaded value (a shared_ptr; eviction never frees a kernel
 //                                someone still holds)
 //   else disk hit             -> load(bytes); if load throws, the entry is counted corrupt,
 //                                compiled again and rewritten
-//   else                      -> compile() -> bytes, store to disk, load(bytes), keep in memory.
+//   else remote hit           -> the same, and the bytes are written to the disk layer too
+//                                (runtime/remote_cache.h: Redis, STITCH_REMOTE_CACHE)
+//   else                      -> compile() -> bytes, store to disk and remote, load(bytes), keep
+//                                in memory.
+// The disk and remote layers are PersistentLayers, which the C API also keeps whole-program
+// entries in (src/driver/program_entry.h: a program's artifact per input signature).
 // The memory layer (LruCache) is bounded by a number of entries and evicts the least recently
 // used one (a get counts as a use). The disk layer is bounded by a size (STITCH_CACHE_MAX_MB, 4 GiB
 // by default) and drops its least recently used entries past it ("Size bound and eviction"
