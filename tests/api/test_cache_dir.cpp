@@ -13,6 +13,7 @@
 
 #include "api/api_test_helpers.h"
 #include "common/cache_entry.h"
+#include "common/env_guard.h"
 #include "common/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -21,25 +22,7 @@ using stitch::testing::TempDir;
 
 namespace {
 
-// Sets (or unsets, with nullptr) an environment variable for the scope of a test.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using stitch::testing::EnvGuard;
 
 std::string cacheDirPath() {
   size_t n = 0;

@@ -10,28 +10,14 @@
 #include <string>
 
 #include "../common/cache_entry.h"
+#include "run_cli.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result runCli(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " " + STITCH_CLI_PATH + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using stitch::clitest::Result;
+using stitch::clitest::runCli;
 
 std::string writeTemp(const std::string& name, const std::string& text) {
   fs::path dir = fs::temp_directory_path() / "stitch_cli_test";

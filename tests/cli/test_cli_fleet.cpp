@@ -14,6 +14,7 @@
 
 #include "../common/redis_server.h"
 #include "../common/temp_dir.h"
+#include "run_cli.h"
 
 namespace fs = std::filesystem;
 using stitch::testing::RedisServer;
@@ -21,23 +22,8 @@ using stitch::testing::TempDir;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result runCli(const std::string& args, const std::string& env) {
-  std::string cmd = env + " " + STITCH_CLI_PATH + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using stitch::clitest::Result;
+using stitch::clitest::runCli;
 
 // What the first-run lines of one `stitch run` say, summed over its graphs.
 struct FirstRuns {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env_guard.h"
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
@@ -30,25 +31,7 @@ namespace {
 
 using stitch::testing::TempDir;
 
-// Sets (or unsets, with nullptr) an environment variable for the scope of a test.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using stitch::testing::EnvGuard;
 
 // Key i of a series: every key serializes to the same length (i < 1000), so every entry of a
 // series has the same size.

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env_guard.h"
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
@@ -36,25 +37,7 @@ namespace {
 
 using stitch::testing::TempDir;
 
-// Sets (or unsets, with nullptr) an environment variable for the scope of a test.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using stitch::testing::EnvGuard;
 
 // Captures what the stitch logger prints at warn and above while alive.
 class LogCapture {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env_guard.h"
 #include "common/redis_server.h"
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
@@ -20,28 +21,11 @@
 
 using namespace stitch;
 using namespace stitch::rt;
+using stitch::testing::EnvGuard;
 using stitch::testing::RedisServer;
 using stitch::testing::TempDir;
 
 namespace {
-
-// Sets (or unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 CacheKey keyOf(const std::string& what) {
   CacheKey k;
@@ -132,23 +116,23 @@ TEST(RemoteCacheConfig, RejectsMalformedUrlsNamingTheSource) {
 
 TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
   {
-    ScopedEnv url("STITCH_REMOTE_CACHE", nullptr);
+    EnvGuard url("STITCH_REMOTE_CACHE", nullptr);
     EXPECT_FALSE(remoteCacheConfigFromEnv());
   }
   {
-    ScopedEnv url("STITCH_REMOTE_CACHE", "off");
+    EnvGuard url("STITCH_REMOTE_CACHE", "off");
     EXPECT_FALSE(remoteCacheConfigFromEnv());
   }
   if (!remoteCacheAvailable()) {
-    ScopedEnv url("STITCH_REMOTE_CACHE", "redis://h:1");
+    EnvGuard url("STITCH_REMOTE_CACHE", "redis://h:1");
     EXPECT_THROW(remoteCacheConfigFromEnv(), Error);
     return;
   }
-  ScopedEnv url("STITCH_REMOTE_CACHE", "redis://h:1/2");
-  ScopedEnv ns("STITCH_REMOTE_CACHE_NAMESPACE", "team-a.v1");
-  ScopedEnv timeout("STITCH_REMOTE_CACHE_TIMEOUT_MS", "50");
-  ScopedEnv ttl("STITCH_REMOTE_CACHE_TTL", "0");
-  ScopedEnv retry("STITCH_REMOTE_CACHE_RETRY_MS", "10");
+  EnvGuard url("STITCH_REMOTE_CACHE", "redis://h:1/2");
+  EnvGuard ns("STITCH_REMOTE_CACHE_NAMESPACE", "team-a.v1");
+  EnvGuard timeout("STITCH_REMOTE_CACHE_TIMEOUT_MS", "50");
+  EnvGuard ttl("STITCH_REMOTE_CACHE_TTL", "0");
+  EnvGuard retry("STITCH_REMOTE_CACHE_RETRY_MS", "10");
   std::optional<RemoteCacheConfig> c = remoteCacheConfigFromEnv();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->nameSpace, "team-a.v1");
@@ -160,7 +144,7 @@ TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
                              std::pair{"STITCH_REMOTE_CACHE_TIMEOUT_MS", "0"},
                              std::pair{"STITCH_REMOTE_CACHE_TTL", "-1"},
                              std::pair{"STITCH_REMOTE_CACHE_RETRY_MS", "soon"}}) {
-    ScopedEnv bad(name, value);
+    EnvGuard bad(name, value);
     try {
       remoteCacheConfigFromEnv();
       ADD_FAILURE() << name << "=" << value << " was accepted";
