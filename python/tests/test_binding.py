@@ -1,5 +1,8 @@
 """The ctypes binding: parse and run, graphs built in Python, NumPy and PyTorch zero-copy,
 errors as StitchError with the C API's status and message."""
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -39,14 +42,18 @@ def test_parse_and_run_numpy_zero_copy():
 
 def test_program_stats_count_signatures_and_kept_plans():
     # Rows 40, 33 and 47 are one plan class (2^5), 5 another: two searches, two kept plans.
-    p = _engine().compile(stitch.parse(SOFTMAX))
+    # A graph name no earlier process used: planned here, not warm-started from a program entry
+    # an earlier run left in the disk cache.
+    fresh = SOFTMAX.replace("graph softmax", "graph softmax_%d_%d" % (os.getpid(), time.time_ns()))
+    assert fresh != SOFTMAX
+    p = _engine().compile(stitch.parse(fresh))
     for n in (40, 33, 47, 5, 40):
         x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
         e = np.exp(x - x.max(-1, keepdims=True))
         np.testing.assert_allclose(p.run([x])[0], e / e.sum(-1, keepdims=True), rtol=1e-5,
                                    atol=1e-6)
     assert p.stats() == {"signatures": 4, "plan_searches": 2, "plan_reuses": 2,
-                         "plan_classes": 2}
+                         "plan_classes": 2, "warm_starts": 0}
 
 
 def test_build_graph_in_python_and_run_torch():

@@ -59,9 +59,10 @@ class GraphReport:
 
     def plan_stats(self) -> Dict[str, int]:
         """The pieces' programs' Program.stats() summed: input signatures run so far, how many
-        ran the plan search and how many a plan kept for their shape class (README, "Shape
-        classes")."""
-        total = {"signatures": 0, "plan_searches": 0, "plan_reuses": 0, "plan_classes": 0}
+        ran the plan search, how many a plan kept for their shape class (README, "Shape
+        classes") and how many a program entry of the kernel cache (warm starts)."""
+        total = {"signatures": 0, "plan_searches": 0, "plan_reuses": 0, "plan_classes": 0,
+                 "warm_starts": 0}
         with self._lock:
             programs = [r() for r in self._programs]
         for p in programs:
