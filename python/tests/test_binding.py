@@ -44,7 +44,7 @@ def test_program_stats_count_signatures_and_kept_plans():
     # Rows 40, 33 and 47 are one plan class (2^5), 5 another: two searches, two kept plans.
     # A graph name no earlier process used: planned here, not warm-started from a program entry
     # an earlier run left in the disk cache.
-    fresh = SOFTMAX.replace("graph softmax", "graph softmax_%d_%d" % (os.getpid(), time.time_ns()))
+    fresh = SOFTMAX.replace("graph sm(", "graph sm_%d_%d(" % (os.getpid(), time.time_ns()))
     assert fresh != SOFTMAX
     p = _engine().compile(stitch.parse(fresh))
     for n in (40, 33, 47, 5, 40):
