@@ -261,6 +261,28 @@ std::string contextError(redisContext* c, std::string_view during) {
   return fmt::format("{}: {}", during, c && c->errstr[0] ? c->errstr : "no reply");
 }
 
+// The reply to reading `name`: GETEX where values have a TTL and the server has not refused it
+// (*getex), else GET; null when the connection failed.
+Reply readValue(redisContext* c, const std::string& name, const RemoteCacheConfig& config,
+                bool* getex) {
+  if (config.ttlSeconds > 0 && *getex) {
+    // GETEX reads and restarts the value's TTL in one round trip: what the fleet uses stays.
+    const std::string ttl = std::to_string(config.ttlSeconds);
+    const std::string_view args[] = {"GETEX", name, "EX", ttl};
+    Reply r = command(c, args);
+    if (!r || r->type != REDIS_REPLY_ERROR) return r;
+    const std::string_view error(r->str, r->len);
+    if (!error.starts_with("ERR unknown command") && !error.starts_with("NOPERM")) return r;
+    // A server before Redis 6.2, or one whose ACL or rename-command refuses GETEX.
+    stitch::log().info("remote cache {}: the server refuses GETEX ({}); reading with GET, so a "
+                       "value's TTL counts from its write",
+                       config.url, error);
+    *getex = false;
+  }
+  const std::string_view args[] = {"GET", name};
+  return command(c, args);
+}
+
 }  // namespace
 
 redisContext* RemoteCache::connection() {
@@ -322,8 +344,7 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key) {
         misses_.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
       }
-      const std::string_view args[] = {"GET", name};
-      r = command(c, args);
+      r = readValue(c, name, config_, &getex_);
       if (!r) {
         failed(contextError(c, "GET"));
         misses_.fetch_add(1, std::memory_order_relaxed);

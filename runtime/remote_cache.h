@@ -22,10 +22,15 @@
 // Configuration: STITCH_REMOTE_CACHE=redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (or the engine
 // option "remote_cache"; "off" turns it off), STITCH_REMOTE_CACHE_NAMESPACE,
 // STITCH_REMOTE_CACHE_TIMEOUT_MS (connect and each command; default 200),
-// STITCH_REMOTE_CACHE_TTL (seconds a value lives after it is written; default 7 days, 0: no
-// expiry), STITCH_REMOTE_CACHE_RETRY_MS (how long to go without the server after a failure;
-// default 30000). A malformed value is an InvalidArgument error naming it; a server that cannot be
-// reached is not an error.
+// STITCH_REMOTE_CACHE_TTL (seconds a value lives after it was last written or read; default 7
+// days, 0: no expiry), STITCH_REMOTE_CACHE_RETRY_MS (how long to go without the server after a
+// failure; default 30000). A malformed value is an InvalidArgument error naming it; a server that
+// cannot be reached is not an error.
+//
+// Expiry: a write sets the TTL and a hit restarts it (GETEX, Redis 6.2 and later), so the kernels a
+// fleet keeps using never expire and those it stopped using leave after the TTL. A server that
+// refuses GETEX (older, or an ACL without it) is read with GET from then on, and a TTL counts from
+// the write.
 //
 // Never failing a run
 // -------------------
@@ -127,6 +132,7 @@ class RemoteCache {
   redisContext* ctx_ = nullptr;
   std::chrono::steady_clock::time_point retryAt_{};
   bool outage_ = false;  // a failure was warned about and no operation has succeeded since
+  bool getex_ = true;    // false once the server refused GETEX (the note above)
   std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
 };
 

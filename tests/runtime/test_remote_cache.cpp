@@ -201,6 +201,34 @@ TEST_F(RemoteCacheTest, ValuesLiveForTheirTtl) {
   EXPECT_GT(ttl, 0);
   EXPECT_LE(ttl, 100);
   EXPECT_EQ(server_->integer({"TTL", forever.nameFor(k2)}), -1);  // no expiry
+
+  // A hit restarts the TTL (GETEX): as if 95 of the 100 seconds had passed, then a read.
+  ASSERT_EQ(server_->integer({"EXPIRE", withTtl.nameFor(k1), "5"}), 1);
+  ASSERT_TRUE(withTtl.load(k1));
+  EXPECT_GT(server_->integer({"TTL", withTtl.nameFor(k1)}), 5);
+  ASSERT_TRUE(forever.load(k2));
+  EXPECT_EQ(server_->integer({"TTL", forever.nameFor(k2)}), -1);  // still none
+  EXPECT_EQ(withTtl.stats().remoteErrors + forever.stats().remoteErrors, 0u);
+}
+
+// A server that refuses GETEX (before Redis 6.2, or an ACL without it) is read with GET: hits
+// still hit, nothing counts as an error, and a TTL counts from the write.
+TEST_F(RemoteCacheTest, AServerWithoutGetexIsReadWithGet) {
+  ASSERT_EQ(server_->command({"ACL", "SETUSER", "default", "-getex"}).rfind("+OK", 0), 0u);
+  RemoteCacheConfig c = configFor(*server_);
+  c.ttlSeconds = 100;
+  RemoteCache remote(c);
+  const CacheKey key = keyOf("old-server");
+  remote.store(key, payloadOf(key));
+  ASSERT_EQ(server_->integer({"EXPIRE", remote.nameFor(key), "50"}), 1);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<std::vector<uint8_t>> v = remote.load(key);
+    ASSERT_TRUE(v) << i;
+    EXPECT_EQ(*v, payloadOf(key));
+  }
+  EXPECT_LE(server_->integer({"TTL", remote.nameFor(key)}), 50);  // not restarted
+  EXPECT_EQ(remote.stats().remoteHits, 3u);
+  EXPECT_EQ(remote.stats().remoteErrors, 0u);
 }
 
 TEST_F(RemoteCacheTest, CorruptTruncatedForeignAndOtherVersionValuesAreMissesAndReplaced) {
@@ -342,6 +370,51 @@ TEST_F(RemoteCacheTest, ConcurrentWritersLeaveOnlyWholeEntries) {
     EXPECT_EQ(*v, payloadOf(key));
   }
   EXPECT_EQ(check.stats().corruptEntries, 0u);
+}
+
+// Within a process every layer naming one server shares one connection (RemoteCache::shared):
+// the engines' compile threads use it at once, and it survives the server dying and coming back
+// under them. The tsan lane runs this (STITCH_TEST_SUBSET=concurrency).
+TEST_F(RemoteCacheTest, ThreadsSharingOneConnectionGetWholeEntriesThroughAnOutage) {
+  RemoteCacheConfig config = configFor(*server_);
+  config.nameSpace = "shared-connection";
+  config.retryMs = 20;
+  const std::shared_ptr<RemoteCache> remote = RemoteCache::shared(config);
+  ASSERT_EQ(remote, RemoteCache::shared(config)) << "one instance per configuration";
+  constexpr int kThreads = 6, kKeys = 40;
+  std::vector<TempDir> dirs(kThreads);
+  std::atomic<int> compiles{0}, wrong{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      // Its own memory and disk layers (an engine of its own), the process's one connection.
+      Cache cache(4, std::make_unique<DiskCache>(dirs[t].path()), remote);
+      for (int k = 0; k < kKeys; ++k) {
+        const CacheKey key = keyOf("shared" + std::to_string((k * 7 + t) % kKeys));
+        if (get(cache, key, compiles)->bytes != payloadOf(key)) ++wrong;
+      }
+      ++done;
+    });
+  // The server dies while the threads run, and comes back.
+  while (done.load() == 0 && compiles.load() < kKeys / 2) std::this_thread::yield();
+  server_->kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::string why;
+  const bool back = server_->restart(&why);
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(compiles.load(), kKeys);
+  EXPECT_LE(compiles.load(), kThreads * kKeys);
+  EXPECT_EQ(remote->stats().corruptEntries, 0u);
+
+  // Back: the shared connection serves again once the retry time has passed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const CacheKey after = keyOf("after-the-outage");
+  remote->store(after, payloadOf(after));
+  std::optional<std::vector<uint8_t>> v = remote->load(after);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, payloadOf(after));
 }
 
 TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
