@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -286,12 +287,20 @@ Reply readValue(redisContext* c, const std::string& name, const RemoteCacheConfi
 }  // namespace
 
 redisContext* RemoteCache::connection() {
+  if (ctx_ && pid_ != ::getpid()) {
+    // A forked child (a DataLoader worker, a multiprocessing pool): the socket is its parent's,
+    // and both using it would interleave their replies. Close the child's copy of it (the parent's
+    // connection stays open) and connect anew.
+    redisFree(ctx_);
+    ctx_ = nullptr;
+  }
   if (ctx_) return ctx_;
   if (std::chrono::steady_clock::now() < retryAt_) return nullptr;
   struct timeval tv {};
   tv.tv_sec = config_.timeoutMs / 1000;
   tv.tv_usec = static_cast<suseconds_t>((config_.timeoutMs % 1000) * 1000);
   ctx_ = redisConnectWithTimeout(config_.host.c_str(), config_.port, tv);
+  pid_ = ::getpid();
   if (ctx_ == nullptr) {
     failed("cannot allocate a connection");
     return nullptr;

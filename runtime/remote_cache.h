@@ -44,7 +44,8 @@
 // Concurrency
 // -----------
 // One connection per RemoteCache, used under a mutex (operations take well under a millisecond on
-// a healthy server; compiles, which they replace, take tens). Processes share nothing but the
+// a healthy server; compiles, which they replace, take tens). A forked child does not use its
+// parent's connection: its first operation opens one of its own. Processes share nothing but the
 // server: two processes that both miss both compile and both SET; either value is a whole,
 // verified entry, and the last one wins.
 #pragma once
@@ -133,6 +134,7 @@ class RemoteCache {
   std::chrono::steady_clock::time_point retryAt_{};
   bool outage_ = false;  // a failure was warned about and no operation has succeeded since
   bool getex_ = true;    // false once the server refused GETEX (the note above)
+  int pid_ = 0;          // the process that opened ctx_ (a forked child opens its own)
   std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
 };
 

@@ -3,6 +3,8 @@
 // and comes back, corrupt, truncated, foreign and other-version values, TTLs, namespaces and
 // concurrent writers. Tests that need the server skip, saying why, when it cannot start.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -415,6 +417,41 @@ TEST_F(RemoteCacheTest, ThreadsSharingOneConnectionGetWholeEntriesThroughAnOutag
   std::optional<std::vector<uint8_t>> v = remote->load(after);
   ASSERT_TRUE(v);
   EXPECT_EQ(*v, payloadOf(after));
+}
+
+// A forked child (a DataLoader worker) must not speak on its parent's socket, where their replies
+// would interleave: its first operation opens a connection of its own, and the parent's goes on.
+TEST_F(RemoteCacheTest, AForkedChildOpensAConnectionOfItsOwn) {
+  RemoteCache remote(configFor(*server_));
+  const CacheKey parentKey = keyOf("parent"), childKey = keyOf("child");
+  remote.store(parentKey, payloadOf(parentKey));  // connected
+  auto connectionsSoFar = [&] {
+    const std::string info = server_->command({"INFO", "stats"});
+    const std::string field = "total_connections_received:";
+    const size_t at = info.find(field);
+    return at == std::string::npos ? -1 : std::stoll(info.substr(at + field.size()));
+  };
+  const long long before = connectionsSoFar();
+  ASSERT_GT(before, 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    remote.store(childKey, payloadOf(childKey));
+    std::optional<std::vector<uint8_t>> v = remote.load(parentKey);
+    ::_exit(v && *v == payloadOf(parentKey) && remote.stats().remoteErrors == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's store or load failed";
+  // The child's connection and this count's own: the child did not use the parent's.
+  EXPECT_EQ(connectionsSoFar() - before, 2);
+  // The parent's connection is still open and in step.
+  std::optional<std::vector<uint8_t>> v = remote.load(childKey);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, payloadOf(childKey));
+  EXPECT_EQ(remote.stats().remoteErrors, 0u);
+  EXPECT_EQ(connectionsSoFar() - before, 3) << "the parent kept its connection: two counts, the child";
 }
 
 TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
