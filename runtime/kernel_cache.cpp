@@ -339,8 +339,9 @@ void DiskCache::rejectCorrupt(const fs::path& path, const std::string& why, uint
     ::unlink(path.c_str());
 }
 
-std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
+std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key, EntryKind kind) {
   if (!enabled_) return std::nullopt;
+  const bool counted = kind == EntryKind::Kernel;
   const fs::path path = pathFor(key);
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever (and a
   // device node could do anything); O_NOFOLLOW: a symlink is not an entry we wrote. Only a regular
@@ -348,7 +349,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
   if (f.fd < 0) {
     const int err = errno;
-    stats_.diskMiss();
+    if (counted) stats_.diskMiss();
     if (err == ELOOP)
       stitch::log().warn("kernel cache: ignoring {}: a symbolic link, not a cache entry",
                          path.string());
@@ -357,7 +358,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
   }
   struct stat st {};
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    stats_.diskMiss();
+    if (counted) stats_.diskMiss();
     stitch::log().warn("kernel cache: ignoring {}: not a regular file", path.string());
     return std::nullopt;
   }
@@ -365,7 +366,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
   const auto ino = static_cast<uint64_t>(st.st_ino);
   const auto fileSize = static_cast<uint64_t>(st.st_size);
   auto corrupt = [&](const std::string& why) -> std::optional<std::vector<uint8_t>> {
-    stats_.diskMiss();
+    if (counted) stats_.diskMiss();
     rejectCorrupt(path, why, dev, ino);
     return std::nullopt;
   };
@@ -380,7 +381,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key) {
   // note, "Size bound and eviction"); if it fails (a read-only file system), it only looks older.
   ::futimens(f.fd, nullptr);
 
-  stats_.diskHit();
+  if (counted) stats_.diskHit();
   stitch::log().debug("kernel cache: disk hit {} ({} bytes)", path.string(), payload->size());
   return payload;
 }
@@ -391,7 +392,7 @@ void DiskCache::writeFailed(const std::string& what) {
   else stitch::log().debug("kernel cache: {}", what);
 }
 
-void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
+void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload, EntryKind kind) {
   if (!enabled_) return;
   try {
     std::error_code ec;
@@ -442,7 +443,7 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
       writeFailed(fmt::format("cannot write {}: {}", path.string(), err));
       return;
     }
-    stats_.diskWrite();
+    if (kind == EntryKind::Kernel) stats_.diskWrite();
     stitch::log().debug("kernel cache: wrote {} ({} bytes)", path.string(), payload.size());
     // An entry written over an older one is counted twice: the estimate errs high, which only
     // brings the next scan forward.
@@ -787,27 +788,28 @@ void PersistentLayers::setRemote(std::shared_ptr<RemoteCache> remote) {
   remote_ = std::move(remote);
 }
 
-std::optional<std::vector<uint8_t>> PersistentLayers::load(const CacheKey& key) {
+std::optional<std::vector<uint8_t>> PersistentLayers::load(const CacheKey& key, EntryKind kind) {
   const bool onDisk = disk_ && disk_->enabled();
   if (onDisk)
-    if (auto bytes = disk_->load(key)) return bytes;
+    if (auto bytes = disk_->load(key, kind)) return bytes;
   std::shared_ptr<RemoteCache> r = remote();
   if (!r) return std::nullopt;
-  auto bytes = r->load(key);
+  auto bytes = r->load(key, kind);
   // The next process on this machine finds it on its disk.
-  if (bytes && onDisk) disk_->store(key, *bytes);
+  if (bytes && onDisk) disk_->store(key, *bytes, kind);
   return bytes;
 }
 
-void PersistentLayers::store(const CacheKey& key, std::span<const uint8_t> payload) {
-  if (disk_ && disk_->enabled()) disk_->store(key, payload);
-  if (std::shared_ptr<RemoteCache> r = remote()) r->store(key, payload);
+void PersistentLayers::store(const CacheKey& key, std::span<const uint8_t> payload,
+                             EntryKind kind) {
+  if (disk_ && disk_->enabled()) disk_->store(key, payload, kind);
+  if (std::shared_ptr<RemoteCache> r = remote()) r->store(key, payload, kind);
 }
 
-void PersistentLayers::publish(const CacheKey& key) {
+void PersistentLayers::publish(const CacheKey& key, EntryKind kind) {
   std::shared_ptr<RemoteCache> r = remote();
   if (!r || !disk_ || !disk_->enabled()) return;
-  if (auto bytes = disk_->load(key)) r->store(key, *bytes);
+  if (auto bytes = disk_->load(key, kind)) r->store(key, *bytes, kind);
 }
 
 std::string PersistentLayers::describe(const CacheKey& key) const {

@@ -213,6 +213,13 @@ struct CacheKey {
 // The first bytes of every canonical key; bump it when canonical() or a key builder changes.
 inline constexpr std::string_view kCanonicalKeyFormat = "stitch-kernel-key/2\n";
 
+// What a persistent entry holds. The layers store and verify every kind alike, but their hit, miss
+// and write counters (CacheStats, stitch_cache_stats_t) count kernels only, so that "loaded from
+// the disk cache" means kernels: a program's entry is counted by its program's warm starts
+// (src/driver/program_entry.h), and a machine profile (host_profile.h, device_profile.h) once per
+// process. Corrupt entries and remote errors count for every kind: they are the layers' health.
+enum class EntryKind { Kernel, Program, MachineProfile };
+
 struct CacheStats {
   uint64_t memoryHits = 0;
   uint64_t memoryMisses = 0;
@@ -384,10 +391,12 @@ class DiskCache {
   std::filesystem::path pathFor(const CacheKey& key) const;
 
   // The payload stored for key, or nullopt when missing or not trustworthy (the bad file is
-  // removed, counted and logged).
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  // removed, counted and logged). Hits and misses are counted for kernels (EntryKind).
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
+                                           EntryKind kind = EntryKind::Kernel);
   // Writes the entry atomically; failures are logged and ignored.
-  void store(const CacheKey& key, std::span<const uint8_t> payload);
+  void store(const CacheKey& key, std::span<const uint8_t> payload,
+             EntryKind kind = EntryKind::Kernel);
 
   // Removes the temporary files of writers that died before renaming them (the rule is in the
   // note above, "Atomicity and crashes"); returns how many. store() runs it once per DiskCache.
@@ -466,12 +475,14 @@ class PersistentLayers {
 
   // The payload stored for key: the disk's, else the remote's (written to the disk as well, so
   // the next process on this machine finds it there). nullopt when neither has it.
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
+                                           EntryKind kind = EntryKind::Kernel);
   // Writes the entry to the disk and to the remote store.
-  void store(const CacheKey& key, std::span<const uint8_t> payload);
+  void store(const CacheKey& key, std::span<const uint8_t> payload,
+             EntryKind kind = EntryKind::Kernel);
   // Copies the disk's entry of key to the remote store (for entries written to the disk by
   // others, such as a machine profile's measurement); nothing when either layer is missing.
-  void publish(const CacheKey& key);
+  void publish(const CacheKey& key, EntryKind kind);
 
   DiskCache* disk() { return disk_.get(); }
   std::shared_ptr<RemoteCache> remote() const;

@@ -342,7 +342,11 @@ redisContext* RemoteCache::connection() {
   return ctx_;
 }
 
-std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key) {
+std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, EntryKind kind) {
+  // Hits and misses count kernels (EntryKind); errors and corrupt values count for every kind.
+  auto tally = [kind](std::atomic<uint64_t>& counter) {
+    if (kind == EntryKind::Kernel) counter.fetch_add(1, std::memory_order_relaxed);
+  };
   try {
     const std::string name = nameFor(key);
     Reply r;
@@ -350,25 +354,25 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key) {
       std::lock_guard lock(mu_);
       redisContext* c = connection();
       if (!c) {
-        misses_.fetch_add(1, std::memory_order_relaxed);
+        tally(misses_);
         return std::nullopt;
       }
       r = readValue(c, name, config_, &getex_);
       if (!r) {
         failed(contextError(c, "GET"));
-        misses_.fetch_add(1, std::memory_order_relaxed);
+        tally(misses_);
         return std::nullopt;
       }
     }
     if (r->type == REDIS_REPLY_NIL) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      tally(misses_);
       stitch::log().debug("remote cache: miss {}", name);
       return std::nullopt;
     }
     if (r->type != REDIS_REPLY_STRING) {
       // An error reply (a key of another type, a server refusing reads): the connection is fine.
       errors_.fetch_add(1, std::memory_order_relaxed);
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      tally(misses_);
       stitch::log().warn("remote cache {}: GET {} did not return a value{}{}", config_.url, name,
                          r->type == REDIS_REPLY_ERROR ? ": " : "",
                          r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "");
@@ -380,12 +384,12 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key) {
                     key.canonical(), &why);
     if (!payload) {
       corrupt_.fetch_add(1, std::memory_order_relaxed);
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      tally(misses_);
       stitch::log().warn("remote cache {}: ignoring entry {}: {}; compiling again", config_.url,
                          name, why);
       return std::nullopt;
     }
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    tally(hits_);
     stitch::log().debug("remote cache: hit {} ({} bytes)", name, payload->size());
     return payload;
   } catch (const std::exception& e) {
@@ -396,7 +400,7 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key) {
   }
 }
 
-void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
+void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload, EntryKind kind) {
   try {
     const std::string name = nameFor(key);
     const std::vector<uint8_t> bytes = encodeEntry(key.canonical(), payload);
@@ -419,7 +423,7 @@ void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
                          std::string_view(r->str, r->len));
       return;
     }
-    writes_.fetch_add(1, std::memory_order_relaxed);
+    if (kind == EntryKind::Kernel) writes_.fetch_add(1, std::memory_order_relaxed);
     stitch::log().debug("remote cache: wrote {} ({} bytes)", name, bytes.size());
   } catch (const std::exception& e) {
     errors_.fetch_add(1, std::memory_order_relaxed);
@@ -431,12 +435,12 @@ void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload) {
 
 redisContext* RemoteCache::connection() { return nullptr; }
 
-std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey&) {
-  misses_.fetch_add(1, std::memory_order_relaxed);
+std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey&, EntryKind kind) {
+  if (kind == EntryKind::Kernel) misses_.fetch_add(1, std::memory_order_relaxed);
   return std::nullopt;
 }
 
-void RemoteCache::store(const CacheKey&, std::span<const uint8_t>) {}
+void RemoteCache::store(const CacheKey&, std::span<const uint8_t>, EntryKind) {}
 
 #endif
 

@@ -111,9 +111,11 @@ class RemoteCache {
 
   // The verified payload stored for key, or nullopt (a miss, a bad value, or the server is
   // unavailable). Never throws.
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key);
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
+                                           EntryKind kind = EntryKind::Kernel);
   // Stores the entry (with the TTL); failures are logged and counted. Never throws.
-  void store(const CacheKey& key, std::span<const uint8_t> payload);
+  void store(const CacheKey& key, std::span<const uint8_t> payload,
+             EntryKind kind = EntryKind::Kernel);
 
   // The Redis key of an entry (the note above).
   std::string nameFor(const CacheKey& key) const;

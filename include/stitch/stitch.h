@@ -342,7 +342,9 @@ typedef struct {
   /* The remote layer (STITCH_REMOTE_CACHE), asked after a disk miss: verified entries found
    * (written to the disk too), entries not found, entries written, and operations that failed
    * (unreachable server, timeout, error reply; the run went on without the layer). The disk and
-   * remote counters count whole-program entries (warm starts) as well as kernels. */
+   * remote hits, misses and writes count kernels only: a whole-program entry is counted by its
+   * program's warm_starts (stitch_program_stats_t), a machine profile not at all; corrupt_entries
+   * and remote_errors count entries of every kind. */
   uint64_t remote_hits;
   uint64_t remote_misses;
   uint64_t remote_writes;

@@ -134,7 +134,7 @@ CacheKey hostProfileKey(const HostProfile& queried, const HostTarget& host) {
 
 HostProfile withMeasuredHostBandwidth(HostProfile queried, const CacheKey& key, DiskCache& disk,
                                       const std::function<double()>& measureBandwidth) {
-  if (auto bytes = disk.load(key)) {
+  if (auto bytes = disk.load(key, EntryKind::MachineProfile)) {
     std::optional<HostProfile> stored = parseHostProfile(
         std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
     if (stored && stored->model == queried.model && stored->threads == queried.threads &&
@@ -167,7 +167,8 @@ HostProfile withMeasuredHostBandwidth(HostProfile queried, const CacheKey& key, 
   }
   queried.memoryBandwidth = bandwidth;
   std::string text = serializeHostProfile(queried);
-  disk.store(key, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  disk.store(key, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()),
+             EntryKind::MachineProfile);
   return queried;
 }
 
@@ -238,11 +239,11 @@ HostProfile probeHostProfile(int threads, const HostTarget& host) {
   // threads) then price plans with one measurement, so that they make the same plans and share
   // program entries and kernels. A remote entry is written to the disk by the lookup.
   std::unique_ptr<PersistentLayers> layers = PersistentLayers::fromEnv();
-  const bool shared = layers->load(key).has_value();
+  const bool shared = layers->load(key, EntryKind::MachineProfile).has_value();
   const HostProfile machine = queried;
   HostProfile p = withMeasuredHostBandwidth(std::move(queried), key, *layers->disk(),
                                             [&] { return measureHostCopyBandwidth(machine); });
-  if (!shared) layers->publish(key);
+  if (!shared) layers->publish(key, EntryKind::MachineProfile);
   return p;
 }
 

@@ -61,7 +61,7 @@ CacheKey deviceProfileKey(std::string_view backend, const std::string& arch,
 
 DeviceProfile withMeasuredBandwidth(DeviceProfile queried, const CacheKey& key, DiskCache& disk,
                                     const std::function<double()>& measureBandwidth) {
-  if (auto bytes = disk.load(key)) {
+  if (auto bytes = disk.load(key, EntryKind::MachineProfile)) {
     std::optional<DeviceProfile> stored = parseDeviceProfile(
         std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
     if (stored && stored->name == queried.name && stored->driver == queried.driver &&
@@ -94,7 +94,8 @@ DeviceProfile withMeasuredBandwidth(DeviceProfile queried, const CacheKey& key, 
   }
   queried.memoryBandwidth = bandwidth;
   std::string text = serializeDeviceProfile(queried);
-  disk.store(key, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  disk.store(key, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()),
+             EntryKind::MachineProfile);
   return queried;
 }
 
@@ -162,11 +163,11 @@ DeviceProfile probeDeviceProfile(Device& device, DeviceCompiler& compiler,
   // Shared through the remote layer as the host's is (cpu/host_profile.cpp: one measurement per
   // kind of device, so that a fleet plans alike).
   std::unique_ptr<PersistentLayers> layers = PersistentLayers::fromEnv();
-  const bool shared = layers->load(key).has_value();
+  const bool shared = layers->load(key, EntryKind::MachineProfile).has_value();
   DeviceProfile p = withMeasuredBandwidth(std::move(queried), key, *layers->disk(), [&] {
     return measureCopyBandwidth(device, compiler, arch);
   });
-  if (!shared) layers->publish(key);
+  if (!shared) layers->publish(key, EntryKind::MachineProfile);
   return p;
 }
 

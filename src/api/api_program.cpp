@@ -161,7 +161,7 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
 // that follows rewrites it).
 std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
                                                 const rt::CacheKey& key, const std::string& graph) {
-  std::optional<std::vector<uint8_t>> bytes = layers.load(key);
+  std::optional<std::vector<uint8_t>> bytes = layers.load(key, rt::EntryKind::Program);
   if (!bytes) return std::nullopt;
   try {
     return driver::decodeProgramArtifact(*bytes);
@@ -212,7 +212,8 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   dump(p, key, build);
   if (!oracle) state->executable = backend.load(build.artifact);
   // Written once the kernels loaded, so that an entry never names a kernel that failed.
-  if (entry) layers->store(*entry, driver::encodeProgramArtifact(build.artifact));
+  if (entry)
+    layers->store(*entry, driver::encodeProgramArtifact(build.artifact), rt::EntryKind::Program);
   p.states.emplace(key, state);
   return state;
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -452,6 +453,42 @@ TEST_F(RemoteCacheTest, AForkedChildOpensAConnectionOfItsOwn) {
   EXPECT_EQ(*v, payloadOf(childKey));
   EXPECT_EQ(remote.stats().remoteErrors, 0u);
   EXPECT_EQ(connectionsSoFar() - before, 3) << "the parent kept its connection: two counts, the child";
+}
+
+// The layers' hit, miss and write counters count kernels: a program's entry (or a machine
+// profile) goes through the same layers and is verified alike, but only a damaged value of it is
+// counted (EntryKind).
+TEST_F(RemoteCacheTest, OnlyKernelEntriesCountAsHitsMissesAndWrites) {
+  TempDir dir;
+  auto remote = std::make_shared<RemoteCache>(configFor(*server_));
+  PersistentLayers layers(std::make_unique<DiskCache>(dir.path()), remote);
+  const CacheKey program = keyOf("program"), kernel = keyOf("kernel");
+  EXPECT_FALSE(layers.load(program, EntryKind::Program));
+  layers.store(program, payloadOf(program), EntryKind::Program);
+  ASSERT_TRUE(layers.load(program, EntryKind::Program));  // from the disk
+  std::filesystem::remove(layers.disk()->pathFor(program));
+  ASSERT_TRUE(layers.load(program, EntryKind::Program));  // from the remote, onto the disk
+  EXPECT_TRUE(std::filesystem::exists(layers.disk()->pathFor(program)));
+  layers.publish(program, EntryKind::MachineProfile);
+  CacheStats s = layers.stats();
+  EXPECT_EQ(s.diskHits + s.diskMisses + s.diskWrites, 0u) << s.toString();
+  EXPECT_EQ(s.remoteHits + s.remoteMisses + s.remoteWrites + s.remoteErrors, 0u) << s.toString();
+  // A damaged value is counted whatever it holds.
+  std::filesystem::remove(layers.disk()->pathFor(program));
+  ASSERT_TRUE(server_->set(remote->nameFor(program), "not an entry"));
+  EXPECT_FALSE(layers.load(program, EntryKind::Program));
+  EXPECT_EQ(layers.stats().corruptEntries, 1u);
+  // A kernel's lookups are counted, layer by layer.
+  EXPECT_FALSE(layers.load(kernel));
+  layers.store(kernel, payloadOf(kernel));
+  ASSERT_TRUE(layers.load(kernel));
+  s = layers.stats();
+  EXPECT_EQ(s.diskMisses, 1u);
+  EXPECT_EQ(s.remoteMisses, 1u);
+  EXPECT_EQ(s.diskWrites, 1u);
+  EXPECT_EQ(s.remoteWrites, 1u);
+  EXPECT_EQ(s.diskHits, 1u);
+  EXPECT_EQ(s.remoteHits, 0u);
 }
 
 TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
