@@ -207,7 +207,7 @@ TEST(DeviceProfile, AnEntryForAnotherDeviceIsNotUsed) {
 // The measurement's kernel compiles for every target the backends serve (no GPU needed), so a
 // device never loses its measurement to a compile error. One test per run-time compiler: ctest runs
 // each test in its own process, and a process that has loaded both NVRTC and hipRTC crashes
-// LeakSanitizer's exit-time tracer (the ci-asan lane skips the gfx90a compiles, README "Testing").
+// LeakSanitizer's exit-time tracer (the ci-asan lane; README, "Testing").
 TEST(DeviceProfile, TheCopyKernelCompilesForSm80AndSm90) {
   std::string why;
   DeviceCompiler* nvrtc = nvrtcCompiler(&why);
