@@ -109,12 +109,17 @@ CacheStats CacheStatsCounter::snapshot() const {
   s.evictions = evictions_.load(std::memory_order_relaxed);
   s.compiles = compiles_.load(std::memory_order_relaxed);
   s.compileSeconds = static_cast<double>(compileNanos_.load(std::memory_order_relaxed)) * 1e-9;
+  s.remoteHits = remoteHits_.load(std::memory_order_relaxed);
+  s.remoteMisses = remoteMisses_.load(std::memory_order_relaxed);
+  s.remoteWrites = remoteWrites_.load(std::memory_order_relaxed);
+  s.remoteErrors = remoteErrors_.load(std::memory_order_relaxed);
   return s;
 }
 
 void CacheStatsCounter::reset() {
   for (auto* c : {&memoryHits_, &memoryMisses_, &diskHits_, &diskMisses_, &diskWrites_,
-                  &corruptEntries_, &evictions_, &compiles_, &compileNanos_})
+                  &corruptEntries_, &evictions_, &compiles_, &compileNanos_, &remoteHits_,
+                  &remoteMisses_, &remoteWrites_, &remoteErrors_})
     c->store(0, std::memory_order_relaxed);
 }
 

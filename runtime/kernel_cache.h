@@ -256,13 +256,18 @@ class CacheStatsCounter {
   void diskWrite() { diskWrites_.fetch_add(1, std::memory_order_relaxed); }
   void corruptEntry() { corruptEntries_.fetch_add(1, std::memory_order_relaxed); }
   void evicted(uint64_t n) { evictions_.fetch_add(n, std::memory_order_relaxed); }
+  void remoteHit() { remoteHits_.fetch_add(1, std::memory_order_relaxed); }
+  void remoteMiss() { remoteMisses_.fetch_add(1, std::memory_order_relaxed); }
+  void remoteWrite() { remoteWrites_.fetch_add(1, std::memory_order_relaxed); }
+  void remoteError() { remoteErrors_.fetch_add(1, std::memory_order_relaxed); }
   void compiled(std::chrono::nanoseconds took);
   CacheStats snapshot() const;
   void reset();
 
  private:
   std::atomic<uint64_t> memoryHits_{0}, memoryMisses_{0}, diskHits_{0}, diskMisses_{0},
-      diskWrites_{0}, corruptEntries_{0}, evictions_{0}, compiles_{0}, compileNanos_{0};
+      diskWrites_{0}, corruptEntries_{0}, evictions_{0}, compiles_{0}, compileNanos_{0},
+      remoteHits_{0}, remoteMisses_{0}, remoteWrites_{0}, remoteErrors_{0};
 };
 
 // The shape classes a backend's kernels served (CacheStats::shapeClasses, classSizes): the
@@ -392,8 +397,7 @@ class DiskCache {
 
   // The payload stored for key, or nullopt when missing or not trustworthy (the bad file is
   // removed, counted and logged). Hits and misses are counted for kernels (EntryKind).
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
-                                           EntryKind kind = EntryKind::Kernel);
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key, EntryKind kind = EntryKind::Kernel);
   // Writes the entry atomically; failures are logged and ignored.
   void store(const CacheKey& key, std::span<const uint8_t> payload,
              EntryKind kind = EntryKind::Kernel);
@@ -475,8 +479,7 @@ class PersistentLayers {
 
   // The payload stored for key: the disk's, else the remote's (written to the disk as well, so
   // the next process on this machine finds it there). nullopt when neither has it.
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
-                                           EntryKind kind = EntryKind::Kernel);
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key, EntryKind kind = EntryKind::Kernel);
   // Writes the entry to the disk and to the remote store.
   void store(const CacheKey& key, std::span<const uint8_t> payload,
              EntryKind kind = EntryKind::Kernel);

@@ -203,23 +203,12 @@ std::string RemoteCache::nameFor(const CacheKey& key) const {
   return fmt::format("{}:e{}:{:016x}", config_.nameSpace, kDiskFormatVersion, key.hash());
 }
 
-CacheStats RemoteCache::stats() const {
-  CacheStats s;
-  s.remoteHits = hits_.load(std::memory_order_relaxed);
-  s.remoteMisses = misses_.load(std::memory_order_relaxed);
-  s.remoteWrites = writes_.load(std::memory_order_relaxed);
-  s.remoteErrors = errors_.load(std::memory_order_relaxed);
-  s.corruptEntries = corrupt_.load(std::memory_order_relaxed);
-  return s;
-}
+CacheStats RemoteCache::stats() const { return stats_.snapshot(); }
 
-void RemoteCache::resetStats() {
-  for (auto* c : {&hits_, &misses_, &writes_, &errors_, &corrupt_})
-    c->store(0, std::memory_order_relaxed);
-}
+void RemoteCache::resetStats() { stats_.reset(); }
 
 void RemoteCache::failed(const std::string& what) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+  stats_.remoteError();
 #if defined(STITCH_HAVE_HIREDIS)
   if (ctx_) redisFree(ctx_);
 #endif
@@ -275,9 +264,10 @@ Reply readValue(redisContext* c, const std::string& name, const RemoteCacheConfi
     const std::string_view error(r->str, r->len);
     if (!error.starts_with("ERR unknown command") && !error.starts_with("NOPERM")) return r;
     // A server before Redis 6.2, or one whose ACL or rename-command refuses GETEX.
-    stitch::log().info("remote cache {}: the server refuses GETEX ({}); reading with GET, so a "
-                       "value's TTL counts from its write",
-                       config.url, error);
+    stitch::log().info(
+        "remote cache {}: the server refuses GETEX ({}); reading with GET, so a "
+        "value's TTL counts from its write",
+        config.url, error);
     *getex = false;
   }
   const std::string_view args[] = {"GET", name};
@@ -344,9 +334,7 @@ redisContext* RemoteCache::connection() {
 
 std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, EntryKind kind) {
   // Hits and misses count kernels (EntryKind); errors and corrupt values count for every kind.
-  auto tally = [kind](std::atomic<uint64_t>& counter) {
-    if (kind == EntryKind::Kernel) counter.fetch_add(1, std::memory_order_relaxed);
-  };
+  const bool counted = kind == EntryKind::Kernel;
   try {
     const std::string name = nameFor(key);
     Reply r;
@@ -354,25 +342,25 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, Entry
       std::lock_guard lock(mu_);
       redisContext* c = connection();
       if (!c) {
-        tally(misses_);
+        if (counted) stats_.remoteMiss();
         return std::nullopt;
       }
       r = readValue(c, name, config_, &getex_);
       if (!r) {
         failed(contextError(c, "GET"));
-        tally(misses_);
+        if (counted) stats_.remoteMiss();
         return std::nullopt;
       }
     }
     if (r->type == REDIS_REPLY_NIL) {
-      tally(misses_);
+      if (counted) stats_.remoteMiss();
       stitch::log().debug("remote cache: miss {}", name);
       return std::nullopt;
     }
     if (r->type != REDIS_REPLY_STRING) {
       // An error reply (a key of another type, a server refusing reads): the connection is fine.
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      tally(misses_);
+      stats_.remoteError();
+      if (counted) stats_.remoteMiss();
       stitch::log().warn("remote cache {}: GET {} did not return a value{}{}", config_.url, name,
                          r->type == REDIS_REPLY_ERROR ? ": " : "",
                          r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "");
@@ -383,18 +371,18 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, Entry
         decodeEntry(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len),
                     key.canonical(), &why);
     if (!payload) {
-      corrupt_.fetch_add(1, std::memory_order_relaxed);
-      tally(misses_);
+      stats_.corruptEntry();
+      if (counted) stats_.remoteMiss();
       stitch::log().warn("remote cache {}: ignoring entry {}: {}; compiling again", config_.url,
                          name, why);
       return std::nullopt;
     }
-    tally(hits_);
+    if (counted) stats_.remoteHit();
     stitch::log().debug("remote cache: hit {} ({} bytes)", name, payload->size());
     return payload;
   } catch (const std::exception& e) {
     // bad_alloc for a huge value, a formatting failure: the layer must never fail the caller.
-    errors_.fetch_add(1, std::memory_order_relaxed);
+    stats_.remoteError();
     stitch::log().warn("remote cache {}: lookup failed: {}", config_.url, e.what());
     return std::nullopt;
   }
@@ -418,15 +406,15 @@ void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload, E
     }
     if (r->type == REDIS_REPLY_ERROR) {
       // e.g. OOM under maxmemory with noeviction: this value is lost, the connection is fine.
-      errors_.fetch_add(1, std::memory_order_relaxed);
+      stats_.remoteError();
       stitch::log().warn("remote cache {}: SET {} failed: {}", config_.url, name,
                          std::string_view(r->str, r->len));
       return;
     }
-    if (kind == EntryKind::Kernel) writes_.fetch_add(1, std::memory_order_relaxed);
+    if (kind == EntryKind::Kernel) stats_.remoteWrite();
     stitch::log().debug("remote cache: wrote {} ({} bytes)", name, bytes.size());
   } catch (const std::exception& e) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
+    stats_.remoteError();
     stitch::log().warn("remote cache {}: store failed: {}", config_.url, e.what());
   }
 }
@@ -436,7 +424,7 @@ void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload, E
 redisContext* RemoteCache::connection() { return nullptr; }
 
 std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey&, EntryKind kind) {
-  if (kind == EntryKind::Kernel) misses_.fetch_add(1, std::memory_order_relaxed);
+  if (kind == EntryKind::Kernel) stats_.remoteMiss();
   return std::nullopt;
 }
 

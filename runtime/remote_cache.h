@@ -50,7 +50,6 @@
 // verified entry, and the last one wins.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -111,8 +110,7 @@ class RemoteCache {
 
   // The verified payload stored for key, or nullopt (a miss, a bad value, or the server is
   // unavailable). Never throws.
-  std::optional<std::vector<uint8_t>> load(const CacheKey& key,
-                                           EntryKind kind = EntryKind::Kernel);
+  std::optional<std::vector<uint8_t>> load(const CacheKey& key, EntryKind kind = EntryKind::Kernel);
   // Stores the entry (with the TTL); failures are logged and counted. Never throws.
   void store(const CacheKey& key, std::span<const uint8_t> payload,
              EntryKind kind = EntryKind::Kernel);
@@ -134,10 +132,10 @@ class RemoteCache {
   mutable std::mutex mu_;
   redisContext* ctx_ = nullptr;
   std::chrono::steady_clock::time_point retryAt_{};
-  bool outage_ = false;  // a failure was warned about and no operation has succeeded since
-  bool getex_ = true;    // false once the server refused GETEX (the note above)
-  int pid_ = 0;          // the process that opened ctx_ (a forked child opens its own)
-  std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
+  bool outage_ = false;      // a failure was warned about and no operation has succeeded since
+  bool getex_ = true;        // false once the server refused GETEX (the note above)
+  int pid_ = 0;              // the process that opened ctx_ (a forked child opens its own)
+  CacheStatsCounter stats_;  // remote* and corruptEntries
 };
 
 }  // namespace stitch::rt

@@ -452,7 +452,8 @@ TEST_F(RemoteCacheTest, AForkedChildOpensAConnectionOfItsOwn) {
   ASSERT_TRUE(v);
   EXPECT_EQ(*v, payloadOf(childKey));
   EXPECT_EQ(remote.stats().remoteErrors, 0u);
-  EXPECT_EQ(connectionsSoFar() - before, 3) << "the parent kept its connection: two counts, the child";
+  EXPECT_EQ(connectionsSoFar() - before, 3)
+      << "the parent kept its connection: two counts, the child";
 }
 
 // The layers' hit, miss and write counters count kernels: a program's entry (or a machine
