@@ -13,6 +13,7 @@
 #include <set>
 
 #include "codegen/gpu/cstyle_emitter.h"
+#include "common/driver_targets.h"
 #include "common/example_graphs.h"
 #include "driver/driver.h"
 #include "driver/keys.h"
@@ -29,14 +30,6 @@ ir::Bindings fives(const ir::Graph& g) {
   ir::Bindings b;
   for (const std::string& s : g.symbols()) b[s] = 5;
   return b;
-}
-
-std::vector<rt::Target> targets() {
-  std::vector<rt::Target> out = {driver::namedTarget("sm_90"), driver::namedTarget("gfx90a")};
-#if defined(STITCH_HAVE_LLVM)
-  out.push_back(rt::requireBackend(rt::BackendKind::Cpu).target());
-#endif
-  return out;
 }
 
 // What the emitter and key builder make of program p for target t, form `form`.
@@ -85,7 +78,7 @@ TEST(Driver, EveryExampleIsBuiltOncePerKernelForEveryTarget) {
   auto examples = testdata::exampleGraphs();
   ASSERT_GT(examples.size(), 10u);
   int kernels = 0;
-  for (const rt::Target& t : targets()) {
+  for (const rt::Target& t : stitch::testing::driverTargets()) {
     for (const auto& [name, graph] : examples) {
       const std::string what = name + " for " + t.arch;
       ir::Graph g = driver::optimize(graph);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/driver_targets.h"
 #include "common/example_graphs.h"
 #include "driver/driver.h"
 #include "driver/program_entry.h"
@@ -17,14 +18,6 @@
 using namespace stitch;
 
 namespace {
-
-std::vector<rt::Target> targets() {
-  std::vector<rt::Target> out = {driver::namedTarget("sm_90"), driver::namedTarget("gfx90a")};
-#if defined(STITCH_HAVE_LLVM)
-  out.push_back(rt::requireBackend(rt::BackendKind::Cpu).target());
-#endif
-  return out;
-}
 
 // A signature with every symbol at 7.
 std::vector<std::vector<int64_t>> shapesOf(const ir::Graph& g, int64_t size = 7) {
@@ -49,7 +42,7 @@ std::vector<ir::ConcreteInput> signatureOf(const ir::Graph& g,
 
 TEST(ProgramEntry, EveryExampleArtifactSurvivesEncoding) {
   int artifacts = 0;
-  for (const rt::Target& t : targets())
+  for (const rt::Target& t : stitch::testing::driverTargets())
     for (const auto& [name, graph] : testdata::exampleGraphs()) {
       ir::Graph g = driver::optimize(graph);
       auto shapes = shapesOf(g);
