@@ -70,8 +70,14 @@ typedef enum {
   STITCH_ERROR_UNSUPPORTED = 7,         /* valid request this version does not handle */
   /* A buffer larger than the host's memory (checked before allocating) or the device can give: */
   STITCH_ERROR_OUT_OF_MEMORY = 8,
-  STITCH_ERROR_IO = 9,       /* a file could not be read or written */
-  STITCH_ERROR_INTERNAL = 10 /* a bug in Stitch; please report it */
+  STITCH_ERROR_IO = 9,        /* a file could not be read or written */
+  STITCH_ERROR_INTERNAL = 10, /* a bug in Stitch; please report it */
+  /* A run read an index outside its range (a gather's index, a check_index): the data is wrong,
+   * as PyTorch's "index out of bounds". The message reads
+   *   graph 'G': OP 'NAME'[ (axis A)]: index V is out of bounds for size N
+   * (OP is gather or check_index, NAME the value's name in the graph as compiled); the outputs
+   * of that run are unspecified. */
+  STITCH_ERROR_INDEX_OUT_OF_RANGE = 11
 } stitch_status_t;
 
 /* A constant name for a status, e.g. "STITCH_ERROR_PARSE"; "STITCH_UNKNOWN_STATUS" otherwise. */

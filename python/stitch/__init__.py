@@ -283,6 +283,7 @@ class Status:
     OUT_OF_MEMORY = 8
     IO = 9
     INTERNAL = 10
+    INDEX_OUT_OF_RANGE = 11
 
 
 class StitchError(RuntimeError):

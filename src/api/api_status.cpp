@@ -49,6 +49,7 @@ const char* stitch_status_string(stitch_status_t status) {
     case STITCH_ERROR_OUT_OF_MEMORY: return "STITCH_ERROR_OUT_OF_MEMORY";
     case STITCH_ERROR_IO: return "STITCH_ERROR_IO";
     case STITCH_ERROR_INTERNAL: return "STITCH_ERROR_INTERNAL";
+    case STITCH_ERROR_INDEX_OUT_OF_RANGE: return "STITCH_ERROR_INDEX_OUT_OF_RANGE";
   }
   return "STITCH_UNKNOWN_STATUS";
 }

@@ -47,7 +47,8 @@ OpKind classify(OpCode op) {
     case OpCode::LogicalAnd:
     case OpCode::LogicalOr:
     case OpCode::Select:
-    case OpCode::Cast: return OpKind::Cheap;
+    case OpCode::Cast:
+    case OpCode::CheckIndex: return OpKind::Cheap;  // a compare; the error path is cold
     case OpCode::Exp:
     case OpCode::Log:
     case OpCode::Log1p:

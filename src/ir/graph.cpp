@@ -35,6 +35,12 @@ bool isReservedWord(std::string_view s) {
   return s == "graph" || s == "return" || s == "inf" || s == "nan" || s == "true" || s == "false";
 }
 
+std::string indexCheckLabel(const Node& n) {
+  if (n.op == OpCode::Gather)
+    return fmt::format("gather '{}' (axis {})", n.name, n.attrs.getInt("axis"));
+  return fmt::format("{} '{}'", opName(n.op), n.name);
+}
+
 std::optional<int> Graph::find(std::string_view name) const {
   auto it = byName_.find(std::string(name));
   if (it == byName_.end()) return std::nullopt;

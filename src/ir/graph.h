@@ -33,6 +33,10 @@ struct Node {
   SourceLoc loc;
 };
 
+// What an index error names for node n, a gather or check_index: "gather 'y' (axis 1)",
+// "check_index 'label_ok'" (support/error.h, indexErrorMessage).
+std::string indexCheckLabel(const Node& n);
+
 class Graph {
  public:
   const std::string& name() const { return name_; }

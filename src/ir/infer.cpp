@@ -82,7 +82,7 @@ void checkShapeAttr(const Shape& s, std::string_view attr, bool allowMinusOne) {
       continue;
     }
     if (d.size < 0)
-      fail(fmt::format("dim {} in shape= is negative", d.size), -1, std::string(attr));
+      fail(fmt::format("dim {} in {}= is negative", d.size, attr), -1, std::string(attr));
   }
 }
 
@@ -489,6 +489,21 @@ TensorType inferGather(std::span<const TensorType* const> ops, Attrs& attrs) {
   if (n.isStatic() && n.size == 0 && elementCount(index.shape).coefficient != 0)
     fail(fmt::format("gather from data {} reads an empty axis {}", shapeStr(x.shape), axis), 0);
   return TensorType{x.dtype, index.shape};
+}
+
+TensorType inferCheckIndex(std::span<const TensorType* const> ops, Attrs& attrs) {
+  const TensorType& index = operand(ops, 0);
+  if (!isInt(index.dtype))
+    fail(fmt::format("check_index's index has dtype {}, but i32 or i64 is required",
+                     dtypeName(index.dtype)),
+         0);
+  const Shape& size = attrs.getDims("size");
+  if (size.size() != 1)
+    fail(fmt::format("size= holds {} dims, but exactly one (the bound n of [0, n)) is required",
+                     size.size()),
+         -1, "size");
+  checkShapeAttr(size, "size", /*allowMinusOne=*/false);
+  return index;
 }
 
 TensorType inferArgReduce(std::span<const TensorType* const> ops, Attrs& attrs) {

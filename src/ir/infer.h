@@ -62,6 +62,7 @@ STITCH_INFER_FN(inferRmsNorm)
 STITCH_INFER_FN(inferGelu)
 STITCH_INFER_FN(inferRandomUniform)
 STITCH_INFER_FN(inferGather)
+STITCH_INFER_FN(inferCheckIndex)
 STITCH_INFER_FN(inferArgReduce)
 #undef STITCH_INFER_FN
 

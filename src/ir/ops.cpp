@@ -33,6 +33,7 @@ constexpr AttrSpec kAttrs_Iota[] = {{"shape", AttrKind::Dims, true},
 constexpr AttrSpec kAttrs_Random[] = {{"shape", AttrKind::Dims, true},
                                       {"dtype", AttrKind::DType, false}};
 constexpr AttrSpec kAttrs_Gather[] = {{"axis", AttrKind::Int, true}};
+constexpr AttrSpec kAttrs_CheckIndex[] = {{"size", AttrKind::Dims, true}};
 constexpr AttrSpec kAttrs_ArgReduce[] = {{"axis", AttrKind::Int, true},
                                          {"keepdims", AttrKind::Bool, false}};
 constexpr AttrSpec kAttrs_Axis[] = {{"axis", AttrKind::Int, false}};

@@ -26,6 +26,7 @@ enum class OpClass : uint8_t {
   Cast,
   Random,
   Gather,
+  IndexCheck,
   Reduce,
   Layout,
   Composite

@@ -58,7 +58,9 @@ bool isOutput(const ir::Graph& g, int id) {
 ir::Graph foldConstants(const ir::Graph& g) {
   return rewrite(g, [](Rewriter& rw, int id) -> std::optional<int> {
     const ir::Node& n = rw.src().node(id);
-    if (n.op == OpCode::Constant || !n.type.shape.empty()) return std::nullopt;
+    // An index check stays: a constant out of range is the run's error, not the compile's.
+    if (n.op == OpCode::Constant || n.op == OpCode::CheckIndex || !n.type.shape.empty())
+      return std::nullopt;
     bool output = isOutput(rw.src(), id);
     if (output && n.op == OpCode::Full) return std::nullopt;  // already the folded form
     for (int o : n.operands) {

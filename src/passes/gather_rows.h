@@ -1,14 +1,15 @@
 // Gathers of one element per row of a computed value become one-hot row reductions.
 //
 //   y = gather(x, index, axis=a)  with index.shape[a] == 1, x computed in the graph, n static
-//   =>  y = reduce_max(select(eq(iota(x.shape, a), clamp(index, 0, n - 1)), x, lowest), [a])
+//   =>  y = reduce_max(select(eq(iota(x.shape, a), check_index(index, size=[n])), x, lowest), [a])
 //
 // A gather reads its data at computed positions, so the planner keeps the data in memory: a
 // gather of log_softmax(logits) at the label (cross-entropy's forward) would write the whole
 // [tokens, vocab] log-probabilities once to read one value per row. As a row reduction it stitches
 // into the kernel computing x, which only reads the logits. The rewrite is exact: the one selected
 // element is combined only with the lowest value of the dtype (-inf for floats, so -0.0, NaN and
-// +-inf come through unchanged; the dtype's minimum for ints), and the clamp is gather's own.
+// +-inf come through unchanged; the dtype's minimum for ints), and check_index (named
+// "<y>_index") fails the run on an index outside [0, n) as the gather would.
 // Gathers from graph inputs stay gathers (one load per element); so do bool data and symbolic
 // axes (n - 1 would not be a constant).
 #pragma once

@@ -24,6 +24,13 @@ std::string Rewriter::freshName() {
   }
 }
 
+std::string Rewriter::freshName(const std::string& base) {
+  auto taken = [&](const std::string& n) { return oldNames_.count(n) || b_.graph().find(n); };
+  if (!taken(base)) return base;
+  for (int k = 1;; ++k)
+    if (std::string n = base + "_" + std::to_string(k); !taken(n)) return n;
+}
+
 int Rewriter::add(ir::OpCode op, std::vector<int> operands, ir::Attrs attrs, std::string name) {
   if (name.empty()) name = freshName();
   return b_.addOp(op, std::move(operands), std::move(attrs), std::move(name));

@@ -41,6 +41,10 @@ class Rewriter {
   // The new value an old value became.
   int mapped(int oldId) const;
 
+  // `base` when no name of the old or new graph is that, else `base_N` for the first free N: a
+  // name the pass derives from an old node's (a check named after the gather it keeps).
+  std::string freshName(const std::string& base);
+
   // Adds an op to the new graph; an empty name makes a fresh one.
   int add(ir::OpCode op, std::vector<int> operands, ir::Attrs attrs = {}, std::string name = {});
   int constant(double value, ir::DType dtype);

@@ -411,21 +411,23 @@ HostTensor randomUniform(const HostTensor& seed, const HostTensor& offset, DType
   return r;
 }
 
-// Take-along-axis; an index outside [0, n) is clamped to the nearest end.
+// Every index in [0, n), or the run's index error naming the first one outside (in element
+// order) and the op that read it.
+void checkIndices(const HostTensor& index, int64_t n, const ir::Graph& g, const ir::Node& node) {
+  for (int64_t k : index.ints)
+    if (k < 0 || k >= n) throwIndexError(g.name(), ir::indexCheckLabel(node), k, n);
+}
+
+// Take-along-axis; an index outside [0, n) is an error (checkIndices).
 HostTensor gatherAlong(const HostTensor& x, const HostTensor& index, int64_t axis,
                        const Dims& shape) {
   auto [outer, m, inner] = splitAt(shape, axis);
   int64_t n = x.shape[static_cast<size_t>(axis)];
-  STITCH_CHECK(n > 0 || product(shape) == 0, ErrorCode::ShapeMismatch,
-               "gather reads axis {} of {}, which is empty", axis, dimsStr(x.shape));
   Dims offsets(static_cast<size_t>(product(shape)));
   size_t e = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i < inner; ++i, ++e) {
-        int64_t k = std::clamp<int64_t>(index.ints[e], 0, n - 1);
-        offsets[e] = (o * n + k) * inner + i;
-      }
+      for (int64_t i = 0; i < inner; ++i, ++e) offsets[e] = (o * n + index.ints[e]) * inner + i;
   return gather(x, shape, offsets);
 }
 
@@ -489,7 +491,8 @@ class Evaluator {
   Evaluator(const ir::Graph& g, std::span<const TensorView> inputs) : g_(g), inputs_(inputs) {
     std::vector<ir::ConcreteInput> concrete;
     for (const TensorView& t : inputs) concrete.push_back({t.dtype, t.shape});
-    shapes_ = ir::concreteShapes(g, ir::bindInputs(g, concrete));
+    bindings_ = ir::bindInputs(g, concrete);
+    shapes_ = ir::concreteShapes(g, bindings_);
     for (size_t i = 0; i < g.inputs().size(); ++i)
       inputIndex_[static_cast<size_t>(g.inputs()[i])] = i;
     checkMemory();
@@ -665,7 +668,15 @@ class Evaluator {
       }
 
       case OpCode::RandomUniform: return randomUniform(arg(n, 0), arg(n, 1), t, shape);
-      case OpCode::Gather: return gatherAlong(arg(n, 0), arg(n, 1), at.getInt("axis"), shape);
+      case OpCode::Gather: {
+        const int64_t axis = at.getInt("axis");
+        checkIndices(arg(n, 1), arg(n, 0).shape[static_cast<size_t>(axis)], g_, n);
+        return gatherAlong(arg(n, 0), arg(n, 1), axis, shape);
+      }
+      case OpCode::CheckIndex: {
+        checkIndices(arg(n, 0), ir::concretize(at.getDims("size"), bindings_).at(0), g_, n);
+        return arg(n, 0);
+      }
       case OpCode::Argmax: return argReduce(arg(n, 0), at.getInt("axis"), true, t, shape);
       case OpCode::Argmin: return argReduce(arg(n, 0), at.getInt("axis"), false, t, shape);
 
@@ -689,6 +700,7 @@ class Evaluator {
 
   const ir::Graph& g_;
   std::span<const TensorView> inputs_;
+  ir::Bindings bindings_;
   std::vector<Dims> shapes_;
   std::map<size_t, size_t> inputIndex_;  // node id -> position in inputs
   std::vector<HostTensor> values_;

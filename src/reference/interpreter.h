@@ -52,9 +52,10 @@
 //   counter (i / 4, offset) and key seed, its top m bits as a fraction in [0, 1) (m = 24 f32,
 //   11 f16, 8 bf16, 32 f64), exact in the dtype: the backends give the same bits
 //   (support/philox.h).
-// - gather(x, index, axis): y[.., j, ..] = x[.., clamp(index[.., j, ..], 0, n - 1), ..], n the
-//   axis length; an index outside [0, n) reads the nearest end (kernels cannot raise errors).
-//   Reading an empty axis is an error (ShapeMismatch).
+// - gather(x, index, axis): y[.., j, ..] = x[.., index[.., j, ..], ..]. An index outside [0, n),
+//   n the axis length (an empty axis has none inside), fails the evaluation with IndexOutOfRange
+//   naming the first such index in element order (support/error.h: the message every backend
+//   gives). check_index(index, size=[n]) is index, with the same check.
 //
 // Composites (over the normalized `axis`)
 // - softmax = exp(x - max) / sum(exp(x - max)); log_softmax = x - max - log(sum(exp(x - max))).

@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace stitch {
 
@@ -25,6 +27,7 @@ enum class ErrorCode : int {
   OutOfMemory = 8,
   IO = 9,
   Internal = 10,
+  IndexOutOfRange = 11,  // data: a run read an index outside its range
 };
 
 class Error : public std::exception {
@@ -40,6 +43,15 @@ class Error : public std::exception {
 };
 
 [[noreturn]] void throwError(ErrorCode code, std::string message);
+
+// An index outside its range, read by a run: IndexOutOfRange with the one message every backend
+// and the reference give (stitch.h, STITCH_ERROR_INDEX_OUT_OF_RANGE):
+//   graph 'G': LABEL: index V is out of bounds for size N
+// LABEL names the op that read it ("gather 'y' (axis 1)", "check_index 'label_ok'").
+std::string indexErrorMessage(std::string_view graph, std::string_view label, int64_t index,
+                              int64_t size);
+[[noreturn]] void throwIndexError(std::string_view graph, std::string_view label, int64_t index,
+                                  int64_t size);
 
 }  // namespace stitch
 

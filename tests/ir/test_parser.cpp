@@ -103,7 +103,9 @@ std::vector<std::string> opTable() {
   g2 = gather(x, i, axis=-2)
   a = argmax(x, axis=-1)
   a2 = argmin(x, axis=0, keepdims=true)
-  return u, u2, g, g2, a, a2
+  c = check_index(i, size=[4])
+  c2 = check_index(i, size=[N])
+  return u, u2, g, g2, a, a2, c, c2
 }
 )");
   t.push_back(R"(graph composites(x: f32[N, 4, 8], g: f32[8], g2: f32[4, 8], b2: f32[4, 8]) {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ref_helpers.h"
+#include "support/error.h"
 #include "support/philox.h"
 
 namespace stitch::reference::testing {
@@ -797,11 +798,16 @@ std::vector<Case> allCases() {
          {Ti(I64, {}, {seed}), Ti(I64, {}, {offset})},
          {Th(BF16, {3, 2}, bf)}});
   }
-  add({"gather_axis1_clamps",
+  add({"gather_axis1",
        {"f32[2, 3]", "i64[2, 4]"},
        op(OpCode::Gather, Attrs{{"axis", int64_t{1}}}),
-       {T(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), Ti(I64, {2, 4}, {2, 0, -7, 9, 1, 1, 3, 0})},
-       {T(F32, {2, 4}, {3, 1, 1, 3, 5, 5, 6, 4})}});
+       {T(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), Ti(I64, {2, 4}, {2, 0, 1, 2, 1, 1, 2, 0})},
+       {T(F32, {2, 4}, {3, 1, 2, 3, 5, 5, 6, 4})}});
+  add({"check_index_passes_its_index",
+       {"i32[2, 2]"},
+       op(OpCode::CheckIndex, Attrs{{"size", ir::Shape{Dim::of(3)}}}),
+       {Ti(I32, {2, 2}, {0, 2, 1, 0})},
+       {Ti(I32, {2, 2}, {0, 2, 1, 0})}});
   add({"gather_axis0_i32_index",
        {"i32[3, 2]", "i32[1, 2]"},
        op(OpCode::Gather, Attrs{{"axis", int64_t{-2}}}),
@@ -872,6 +878,54 @@ TEST(RefOpCoverage, EveryOpHasACase) {
     if (op == OpCode::Input || op == OpCode::Constant) continue;
     EXPECT_TRUE(seen.count(op)) << "op '" << ir::opName(op)
                                 << "' has no case in test_reference_ops.cpp";
+  }
+}
+
+// An index outside its range is the evaluation's error, never a clamp: IndexOutOfRange naming
+// the graph, the op, the first bad index in element order and the size.
+TEST(RefIndexChecks, AnIndexOutOfRangeIsAnError) {
+  struct Bad {
+    Case c;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {{"g",
+        {"f32[2, 3]", "i64[2, 2]"},
+        op(OpCode::Gather, Attrs{{"axis", int64_t{1}}}),
+        {T(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), Ti(I64, {2, 2}, {0, 3, -1, 9})},
+        {T(F32, {2, 2}, {0, 0, 0, 0})}},
+       "graph 'g': gather 't0' (axis 1): index 3 is out of bounds for size 3"},
+      {{"g",
+        {"i32[3]"},
+        op(OpCode::CheckIndex, Attrs{{"size", ir::Shape{Dim::of(2)}}}),
+        {Ti(I32, {3}, {1, -2, 5})},
+        {Ti(I32, {3}, {0, 0, 0})}},
+       "graph 'g': check_index 't0': index -2 is out of bounds for size 2"},
+      // An empty axis (a symbol bound to 0) has no index in range.
+      {{"g",
+        {"f32[2, M]", "i64[2, 1]"},
+        op(OpCode::Gather, Attrs{{"axis", int64_t{1}}}),
+        {T(F32, {2, 0}, {}), Ti(I64, {2, 1}, {0, 0})},
+        {T(F32, {2, 1}, {0, 0})}},
+       "index 0 is out of bounds for size 0"},
+  };
+  for (const Bad& b : bad) {
+    ir::Graph g = buildGraph(b.c);
+    std::vector<Buffer> in;
+    for (const Tensor& t : b.c.inputs) in.emplace_back(t);
+    std::vector<TensorView> views;
+    for (const Buffer& x : in) views.push_back(x.view());
+    std::vector<Buffer> out;
+    for (const Tensor& t : b.c.expected) out.emplace_back(t.dtype, t.shape);
+    std::vector<MutTensorView> outViews;
+    for (Buffer& x : out) outViews.push_back(x.mut());
+    try {
+      evaluate(g, views, outViews);
+      ADD_FAILURE() << b.message << ": no error";
+    } catch (const ::stitch::Error& e) {
+      EXPECT_EQ(e.code(), ::stitch::ErrorCode::IndexOutOfRange);
+      EXPECT_NE(e.message().find(b.message), std::string::npos) << e.message();
+    }
   }
 }
 
