@@ -1,6 +1,7 @@
 // stitch/stitch.cuh: every device template at once. Generated kernels include only the ones they
 // use (codegen::deviceIncludes); this is for code written by hand (tests, experiments).
 #pragma once
+#include "stitch/check.cuh"
 #include "stitch/grid.cuh"
 #include "stitch/math.cuh"
 #include "stitch/random.cuh"

@@ -78,6 +78,13 @@ struct KernelArtifact {
   // Empty: the code has every size compiled in. Like params and the entry points' units, they
   // belong to the artifact: one compiled code serves every artifact whose key it has.
   std::vector<int64_t> sizes;
+  // The index checks the code records, by position (KernelProgram::checks): what an error names,
+  // "gather 'y' (axis 1)". Non-empty: every entry takes a pointer to four zeroed int64 status
+  // words after its sizes (host: after the sizes' pointer; GPU: after the buffers), which a
+  // failing check fills with (check + 1, index, bound); the backend reads them after the run and
+  // throws IndexOutOfRange (support/error.h's message). Per artifact, not in the code: programs
+  // that differ only in names share compiled code.
+  std::vector<std::string> checks;
   std::vector<KernelCode> forms;  // preferred first; a backend runs the first whose needs hold
 };
 

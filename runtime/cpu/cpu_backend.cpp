@@ -17,7 +17,7 @@ namespace {
 
 class CpuExecutable final : public Executable {
  public:
-  explicit CpuExecutable(const ProgramArtifact& program) {
+  explicit CpuExecutable(const ProgramArtifact& program) : name_(program.name) {
     HostCompiler& compiler = HostCompiler::instance();
     for (const KernelArtifact& k : program.kernels) {
       compiled_.push_back(compiler.compile(k));
@@ -35,7 +35,7 @@ class CpuExecutable final : public Executable {
     thread_local ValueBuffers values;
     values.clear();
     for (const BoundValue& b : bound) values.bind(b.value, b.data);
-    runKernels(kernels_, slots_, values, *arena, sharedPool());
+    runKernels(kernels_, slots_, values, *arena, sharedPool(), name_);
   }
 
  private:
@@ -61,6 +61,7 @@ class CpuExecutable final : public Executable {
     checkHostMemory(total, what);
   }
 
+  std::string name_;                                           // the graph's, for messages
   std::vector<std::shared_ptr<const KernelPhases>> compiled_;  // keeps the code alive
   std::vector<CompiledKernel> kernels_;                        // every phase, in order
   SlotPlan slots_;

@@ -76,6 +76,7 @@ CompiledKernel withCode(const KernelArtifact& a, size_t phase, KernelFn fn,
     (static_cast<int>(j) < ph.numInputs ? ck.inputs : ck.outputs)
         .push_back(a.params.at(static_cast<size_t>(ph.params[j])));
   ck.sizes = a.sizes;
+  ck.checks = a.checks;
   ck.owner = std::move(owner);
   return ck;
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/artifact.h"
@@ -32,6 +33,10 @@ struct CompiledKernel {
   // The code's size arguments (KernelArtifact::sizes): when not empty, fn finds a pointer to
   // them after the outputs' pointers.
   std::vector<int64_t> sizes;
+  // The index checks of its code (KernelArtifact::checks): when not empty, fn finds a pointer to
+  // four zeroed int64 status words after the sizes' pointer (or the outputs'), which a failing
+  // check fills (codegen/llvm/llvm_emitter.h).
+  std::vector<std::string> checks;
   // Keeps the code alive (e.g. the JIT resource tracker) as long as the kernel is used.
   std::shared_ptr<const void> owner;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "runtime/index_checks.h"
 #include "support/checked.h"
 #include "support/error.h"
 
@@ -58,16 +59,19 @@ void* ValueBuffers::scratch(int index) const {
 }
 
 void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
-                ValueBuffers& values, Arena& arena, ThreadPool& pool) {
+                ValueBuffers& values, Arena& arena, ThreadPool& pool, std::string_view program) {
   arena.prepare(slots.slotBytes);
   values.bindSlots(slots, arena);
+  // The index checks' status words, this run's own (codegen/llvm/llvm_emitter.h).
+  std::array<int64_t, kCheckStatusWords> status{};
 
   // Buffer lists live on the stack; only a kernel with more buffers than this allocates.
   constexpr size_t kInlineBuffers = 64;
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const CompiledKernel& k = kernels[ki];
     STITCH_INTERNAL(k.fn != nullptr, "cpu kernel {} has no code", ki);
-    const size_t n = k.inputs.size() + k.outputs.size() + (k.sizes.empty() ? 0 : 1);
+    const size_t n =
+        k.inputs.size() + k.outputs.size() + (k.sizes.empty() ? 0 : 1) + (k.checks.empty() ? 0 : 1);
     std::array<void*, kInlineBuffers> inlineBuffers;
     std::vector<void*> heapBuffers;
     void** buffers = inlineBuffers.data();
@@ -86,15 +90,19 @@ void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
     for (const auto& b : k.inputs) gather(b);
     for (const auto& b : k.outputs) gather(b);
     if (!k.sizes.empty()) buffers[i++] = const_cast<int64_t*>(k.sizes.data());
+    if (!k.checks.empty()) buffers[i++] = status.data();
 
     KernelFn fn = k.fn;
     void* const* args = buffers;
     if (k.serial) {
       if (k.units > 0) fn(args, 0, k.units);  // as parallelFor runs a loop with no units
-      continue;
+    } else {
+      pool.parallelFor(k.units, k.grain,
+                       [fn, args](int64_t begin, int64_t end) { fn(args, begin, end); });
     }
-    pool.parallelFor(k.units, k.grain,
-                     [fn, args](int64_t begin, int64_t end) { fn(args, begin, end); });
+    // The pool's return orders the tasks' writes before this read. Later kernels may read what
+    // a failed check left, so the run stops here.
+    if (status[0] != 0) throwCheckFailure(status, k.checks, program, ki);
   }
 }
 

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/cpu/arena.h"
@@ -76,8 +78,11 @@ class ValueBuffers {
 // pool.parallelFor(units, grain, fn(buffers, begin, end)) with its inputs', then its outputs',
 // pointers (a `serial` kernel as fn(buffers, 0, units) on the calling thread). A buffer with no
 // pointer is an Internal error naming the kernel; an exception from a kernel propagates after the
-// kernel's other chunks have stopped.
+// kernel's other chunks have stopped. A kernel with index checks gets this run's status words;
+// when one records a failure the run stops after that kernel with IndexOutOfRange (the message
+// names graph `program`, the check, the index and its bound; throwCheckFailure).
 void runKernels(std::span<const CompiledKernel> kernels, const SlotPlan& slots,
-                ValueBuffers& values, Arena& arena, ThreadPool& pool);
+                ValueBuffers& values, Arena& arena, ThreadPool& pool,
+                std::string_view program = "program");
 
 }  // namespace stitch::rt::cpu

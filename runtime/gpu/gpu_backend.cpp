@@ -106,6 +106,7 @@ void GpuBackend::synchronize(void* stream) {
 
 GpuExecutable::GpuExecutable(GpuBackend& backend, const ProgramArtifact& program, bool cooperative)
     : backend_(backend),
+      name_(program.name),
       kernels_(program.kernels),
       cooperative_(cooperative),
       arenas_(backend.gpu()) {
@@ -119,6 +120,7 @@ GpuExecutable::GpuExecutable(GpuBackend& backend, const ProgramArtifact& program
     // Barrier words for every kernel that has a cooperative entry in some form: whether a
     // form's entry is usable depends on its occupancy, so count them all.
     if (!k.forms.front().cooperative.symbol.empty()) ++cooperativeKernels_;
+    if (!k.checks.empty()) ++checkedKernels_;
   }
   slots_ = planGpuSlots(loaded_[0], program.external);
 }
@@ -150,8 +152,12 @@ void GpuExecutable::run(std::span<const BoundValue> bound, void* stream) {
     }
     kernels = loaded_[1];
   }
-  const GpuArenas::Arena& arena = arenas_.forStream(stream, slots_, cooperativeKernels_);
+  std::unique_lock<std::mutex> checking(checkMu_, std::defer_lock);
+  if (checkedKernels_ > 0) checking.lock();
+  const GpuArenas::Arena& arena =
+      arenas_.forStream(stream, slots_, cooperativeKernels_, checkedKernels_);
   runGpuKernels(device, kernels, slots_, values, arena, stream, cooperative_);
+  checkGpuIndices(device, kernels, arena, stream, name_);
 }
 
 }  // namespace stitch::rt::gpu

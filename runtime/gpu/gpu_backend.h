@@ -73,12 +73,17 @@ class GpuExecutable final : public Executable {
 
  private:
   GpuBackend& backend_;
+  std::string name_;                     // the graph's, for messages
   std::vector<KernelArtifact> kernels_;  // kept for the lazily compiled forms
   bool cooperative_;
   std::mutex mu_;                                            // guards loaded_[1] (made lazily)
   std::vector<std::shared_ptr<const GpuKernel>> loaded_[2];  // [0]: aligned, [1]: any alignment
   SlotPlan slots_;
   int cooperativeKernels_ = 0;
+  int checkedKernels_ = 0;  // kernels with index checks: their status words in each arena
+  // Held from launch to status read by runs with checks: two threads' runs on one stream share
+  // its arena's status words, and each must read its own run's.
+  std::mutex checkMu_;
   GpuArenas arenas_;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/index_checks.h"
 #include "support/checked.h"
 #include "support/error.h"
 
@@ -39,7 +40,8 @@ GpuArenas::~GpuArenas() {
   }
 }
 
-GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int barriers) {
+GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int barriers,
+                                       int checked) {
   std::lock_guard<std::mutex> lock(mu_);
   Arena& a = arenas_[stream];
   std::vector<size_t> offsets;
@@ -51,8 +53,12 @@ GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int b
     STITCH_CHECK(total <= static_cast<size_t>(kMaxTensorBytes), ErrorCode::OutOfMemory,
                  "the intermediates of a program need more than 2^62 bytes of device memory");
   }
+  // The barrier words, then the status words: one zeroed region after the slots.
   size_t barrierOffset = total;
-  size_t barrierBytes = static_cast<size_t>(barriers) * 2 * sizeof(uint32_t);
+  size_t statusOffset =
+      barrierOffset + alignUp(static_cast<size_t>(barriers) * 2 * sizeof(uint32_t));
+  size_t barrierBytes = statusOffset - barrierOffset +
+                        static_cast<size_t>(checked) * kCheckStatusWords * sizeof(int64_t);
   total += alignUp(std::max<size_t>(barrierBytes, 1));
   if (total > a.bytes) {
     if (a.base) {
@@ -67,8 +73,9 @@ GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int b
     std::vector<uint8_t> zeros(grown - barrierOffset, 0);
     device_.copyToDevice(static_cast<char*>(a.base) + barrierOffset, zeros.data(), zeros.size(),
                          nullptr);
-  } else if (barrierOffset != a.barrierOffset) {
-    // A new layout puts the barrier words elsewhere: zero them there (ordered on the stream).
+  } else if (barrierOffset != a.barrierOffset || statusOffset != a.statusOffset) {
+    // A new layout puts the barrier or status words elsewhere: zero them there (ordered on the
+    // stream).
     std::vector<uint8_t> zeros(std::max<size_t>(barrierBytes, 1), 0);
     device_.synchronize(stream);
     device_.copyToDevice(static_cast<char*>(a.base) + barrierOffset, zeros.data(), zeros.size(),
@@ -76,6 +83,7 @@ GpuArenas::Arena& GpuArenas::forStream(void* stream, const SlotPlan& plan, int b
   }
   a.offsets = std::move(offsets);
   a.barrierOffset = barrierOffset;
+  a.statusOffset = statusOffset;
   return a;
 }
 
@@ -100,6 +108,7 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
   thread_local std::vector<void*> pointers;
   thread_local std::vector<void*> args;
   uint32_t* barrier = reinterpret_cast<uint32_t*>(base + arena.barrierOffset);
+  int64_t* status = reinterpret_cast<int64_t*>(base + arena.statusOffset);
   for (const auto& k : kernels) {
     pointers.clear();
     for (const KernelBuffer& b : k->params) {
@@ -112,9 +121,14 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     }
     const LoadedCode& c = *k->code;
     bool coop = cooperative && c.cooperativeFn;
+    const bool checks = !k->checks.empty();
+    if (checks) {
+      pointers.push_back(status);
+      status += kCheckStatusWords;
+    }
     if (coop) pointers.push_back(barrier);
     args.clear();
-    for (size_t i = 0; i < k->params.size(); ++i) args.push_back(&pointers[i]);
+    for (size_t i = 0; i < k->params.size() + (checks ? 1 : 0); ++i) args.push_back(&pointers[i]);
     // The driver copies each parameter's bytes at launch: the kernel's own values are stable.
     for (const int64_t& s : k->sizes) args.push_back(const_cast<int64_t*>(&s));
     if (coop) {
@@ -126,6 +140,30 @@ void runGpuKernels(Device& device, std::span<const std::shared_ptr<const GpuKern
     }
     for (size_t i = 0; i < k->phases.size(); ++i)
       device.launch(c.phaseFns[i], k->phases[i].grid, k->phases[i].block, 0, stream, args.data());
+  }
+}
+
+void checkGpuIndices(Device& device, std::span<const std::shared_ptr<const GpuKernel>> kernels,
+                     const GpuArenas::Arena& arena, void* stream, std::string_view program) {
+  size_t checked = 0;
+  for (const auto& k : kernels) checked += k->checks.empty() ? 0 : 1;
+  if (checked == 0) return;
+  thread_local std::vector<int64_t> words;
+  words.assign(checked * kCheckStatusWords, 0);
+  char* at = static_cast<char*>(arena.base) + arena.statusOffset;
+  device.copyToHost(words.data(), at, words.size() * sizeof(int64_t), stream);
+  device.synchronize(stream);
+  size_t w = 0;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i]->checks.empty()) continue;
+    std::span<const int64_t> mine(words.data() + w, kCheckStatusWords);
+    w += kCheckStatusWords;
+    if (mine[0] == 0) continue;
+    const std::vector<int64_t> failed(mine.begin(), mine.end());
+    std::fill(words.begin(), words.end(), 0);
+    device.copyToDevice(at, words.data(), words.size() * sizeof(int64_t), stream);
+    device.synchronize(stream);
+    throwCheckFailure(failed, kernels[i]->checks, program, i);
   }
 }
 

@@ -51,6 +51,7 @@ std::shared_ptr<GpuKernel> makeGpuKernel(const KernelArtifact& a, size_t form,
     for (size_t b = static_cast<size_t>(ph.numInputs); b < ph.params.size(); ++b)
       kernel->written[static_cast<size_t>(ph.params[b])] = true;
   kernel->sizes = a.sizes;
+  kernel->checks = a.checks;
   kernel->phases = c.phases;
   // A grid barrier needs every block resident: the grid is at most what fits at once (its loops
   // stride over the rest).

@@ -54,6 +54,8 @@ struct GpuKernel {
   std::vector<KernelBuffer> params;  // the entries' parameters, in order
   std::vector<bool> written;         // per param: some phase writes it
   std::vector<int64_t> sizes;        // the size arguments, passed by value after the buffers
+  std::vector<std::string> checks;   // KernelArtifact::checks: non-empty, the entries take the
+                                     // status words' pointer between the buffers and the sizes
   std::vector<EntryPoint> phases;    // per phase: grid and block
   int64_t cooperativeGrid = 0;       // blocks of the cooperative entry (when the code has one)
   int cooperativeBlock = 256;

@@ -147,6 +147,7 @@ rt::KernelArtifact emitKernel(const lower::KernelProgram& p, const rt::Target& t
     a.params.push_back(rt::KernelBuffer{q.value, q.scratch, q.dtype, q.elements});
   for (const lower::Phase& ph : p.phases) a.phases.push_back({ph.buffers, ph.numInputs});
   a.sizes = p.sizeArgs.values;
+  a.checks = p.checks;
   switch (t.kind) {
     case rt::BackendKind::Cpu: a.forms.push_back(emitHost(p, t)); break;
     case rt::BackendKind::Cuda:

@@ -118,7 +118,7 @@ void read(CanonicalReader& r, rt::KernelCode& c) {
 }
 
 void write(CanonicalWriter& w, const rt::KernelArtifact& k) {
-  const auto& [name, params, phases, sizes, forms] = k;
+  const auto& [name, params, phases, sizes, checks, forms] = k;
   w.string(name);
   writeAll(w, params, [&](const rt::KernelBuffer& b) {
     const auto& [value, scratch, dtype, elements] = b;
@@ -133,11 +133,12 @@ void write(CanonicalWriter& w, const rt::KernelArtifact& k) {
     w.integer(numInputs);
   });
   writeAll(w, sizes, [&](int64_t s) { w.integer(s); });
+  writeAll(w, checks, [&](const std::string& c) { w.string(c); });
   writeAll(w, forms, [&](const rt::KernelCode& c) { write(w, c); });
 }
 
 void read(CanonicalReader& r, rt::KernelArtifact& k) {
-  auto& [name, params, phases, sizes, forms] = k;
+  auto& [name, params, phases, sizes, checks, forms] = k;
   name = r.string();
   params = readAll<rt::KernelBuffer>(r, 17, [&](rt::KernelBuffer& b) {
     auto& [value, scratch, dtype, elements] = b;
@@ -154,6 +155,7 @@ void read(CanonicalReader& r, rt::KernelArtifact& k) {
     numInputs = r.integer<int>();
   });
   sizes = readAll<int64_t>(r, 8, [&](int64_t& s) { s = r.integer<int64_t>(); });
+  checks = readAll<std::string>(r, 8, [&](std::string& c) { c = r.string(); });
   forms = readAll<rt::KernelCode>(r, 8, [&](rt::KernelCode& c) { read(r, c); });
 }
 

@@ -73,7 +73,20 @@ struct Index {
   bool known = false;
 };
 
-using CseKey = std::tuple<int, int, int, int, int, int, int, int, int64_t, uint64_t>;
+using CseKey = std::tuple<int, int, int, int, int, int, int, int, int, int64_t, uint64_t>;
+
+// The value of dim d in the signature whose node shapes are `shapes`: a static size, or a
+// symbol's, read off a graph input that has it (attributes may name input symbols only).
+int64_t concreteDim(const ir::Graph& g, const std::vector<Dims>& shapes, const ir::Dim& d) {
+  if (d.isStatic()) return d.size;
+  for (int in : g.inputs()) {
+    const ir::Shape& s = g.node(in).type.shape;
+    for (size_t a = 0; a < s.size(); ++a)
+      if (s[a] == d) return shapes[static_cast<size_t>(in)][a];
+  }
+  throwError(ErrorCode::Internal,
+             fmt::format("lowering: symbol {} is not a dim of any graph input", d.symbol));
+}
 
 struct Scope {
   Block* block;
@@ -83,9 +96,17 @@ struct Scope {
 
 class PhaseBuilder {
  public:
+  // `checks` collects the nodes whose index checks the program records (KernelProgram::checks,
+  // by position), across the program's phases.
   PhaseBuilder(const ir::Graph& g, const std::vector<Dims>& shapes, Phase& ph,
-               const std::map<int, int>& materialized, const std::vector<bool>& inKernel)
-      : g_(g), shapes_(shapes), ph_(ph), materialized_(materialized), inKernel_(inKernel) {}
+               const std::map<int, int>& materialized, const std::vector<bool>& inKernel,
+               std::vector<int>& checks)
+      : g_(g),
+        shapes_(shapes),
+        ph_(ph),
+        materialized_(materialized),
+        inKernel_(inKernel),
+        checks_(checks) {}
 
   // Builds the phase: domain, reduced axes, the values to store (node, program param).
   void build(const std::vector<std::pair<int, int>>& stores);
@@ -119,6 +140,18 @@ class PhaseBuilder {
     if (in.kind != InstKind::Const || in.dtype != ir::DType::I64) return false;
     *v = in.ivalue;
     return true;
+  }
+  // Index k (any int dtype) checked against [0, n) for `node`'s check: the CheckIndex value, i64.
+  int checkIndex(int k, int64_t n, int node) {
+    if (inst(k).dtype != ir::DType::I64) k = op(OpCode::Cast, ir::DType::I64, k);
+    auto it = std::find(checks_.begin(), checks_.end(), node);
+    if (it == checks_.end()) it = checks_.insert(it, node);
+    Inst in;
+    in.kind = InstKind::CheckIndex;
+    in.args[0] = k;
+    in.ivalue = n;
+    in.check = static_cast<int>(it - checks_.begin());
+    return add(in);
   }
   int iadd(int a, int b);
   int imulc(int a, int64_t c);
@@ -165,6 +198,7 @@ class PhaseBuilder {
   std::vector<std::pair<int, int>> columns_;
   int64_t workers_ = 0;
   bool workerBlocks_ = false;
+  std::vector<int>& checks_;
 };
 
 int PhaseBuilder::add(Inst in) {
@@ -181,6 +215,7 @@ int PhaseBuilder::add(Inst in) {
                  in.args[2],
                  in.buffer,
                  in.acc,
+                 in.check,
                  in.ivalue,
                  fbits};
     for (size_t s = scopes_.size(); s-- > 0;)
@@ -355,20 +390,27 @@ int PhaseBuilder::valueUncached(int node, Index& idx) {
       // The counter is the element's flat index in the result (support/philox.h).
       return op(n.op, t, idx.flat, operand(0), operand(1));
     case ir::OpClass::Gather: {
-      // The data is read where the index operand points along `axis`, clamped into the axis
-      // (the planner keeps the data in memory: it is a kernel input, so this is one load).
+      // The data is read where the index operand points along `axis` (the planner keeps the data
+      // in memory: it is a kernel input, so this is one load), the index checked: one outside
+      // the axis fails the run, and the load reads position 0 instead. An empty axis has no
+      // position to read: every index fails, and the value is a 0 that nothing may see.
       const Dims& inShape = shapes_[n.operands[0]];
       auto axis = static_cast<size_t>(n.attrs.getInt("axis"));
-      STITCH_CHECK(inShape[axis] > 0, ErrorCode::ShapeMismatch,
-                   "gather {} reads axis {} of a value of shape [{}], which is empty", n.name, axis,
-                   fmt::join(inShape, ", "));
       std::vector<int> c = coordsOf(idx, shape);
-      int k = operand(1);
-      if (g_.node(n.operands[1]).type.dtype != ir::DType::I64)
-        k = op(OpCode::Cast, ir::DType::I64, k);
-      k = op(OpCode::Maximum, ir::DType::I64, k, constI(0));
-      c[axis] = op(OpCode::Minimum, ir::DType::I64, k, constI(inShape[axis] - 1));
+      int k = checkIndex(operand(1), inShape[axis], node);
+      if (inShape[axis] == 0) {
+        // The check is a root of its own (kernel_program.h): it runs though nothing reads it.
+        Inst zero;
+        zero.kind = InstKind::Const;
+        zero.dtype = t;
+        return add(zero);
+      }
+      c[axis] = k;
       return value(n.operands[0], makeIndex(std::move(c), inShape));
+    }
+    case ir::OpClass::IndexCheck: {
+      int k = checkIndex(operand(0), concreteDim(g_, shapes_, n.attrs.getDims("size").at(0)), node);
+      return t == ir::DType::I64 ? k : op(OpCode::Cast, t, k);
     }
     case ir::OpClass::Reduce: {
       if (auto it = accOf_.find(node); it != accOf_.end()) {
@@ -747,6 +789,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     if (!paramOf.count(o)) paramOf[o] = addParam(o, -1, g.node(o).type.dtype, product(shapes[o]));
   std::vector<bool> inKernel(g.nodes().size(), false);
   for (int n : k.nodes) inKernel[static_cast<size_t>(n)] = true;
+  std::vector<int> checkNodes;  // KernelProgram::checks, as nodes
 
   std::map<int, int> materialized;
   for (int i : k.inputs) materialized[i] = paramOf[i];
@@ -861,7 +904,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       ph.domain = dom;
       ph.reduced = std::move(red);
       ph.reduce = std::find(ph.reduced.begin(), ph.reduced.end(), true) != ph.reduced.end();
-      PhaseBuilder pb(g, shapes, ph, materialized, inKernel);
+      PhaseBuilder pb(g, shapes, ph, materialized, inKernel, checkNodes);
       pb.carryColumns(std::move(columns), workers, /*blocks=*/launch == nullptr);
       pb.build(stores);
       if (ph.reduce) {
@@ -972,6 +1015,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     }
     ++partNo;
   }
+  for (int n : checkNodes) prog.checks.push_back(ir::indexCheckLabel(g.node(n)));
   splitLongRows(prog);
   // The planner prices the aligned variant, the runtime's default (launch.h).
   if (launch) scheduleLaunch(prog, *launch, /*aligned=*/true);
@@ -989,8 +1033,8 @@ std::string printProgram(const KernelProgram& p) {
         ir::dtypeName(q.dtype), q.elements);
   }
   auto kindName = [](InstKind k) {
-    static const char* names[] = {"const", "unit", "loop",  "iadd",     "imul", "idiv",
-                                  "irem",  "load", "store", "acc.read", "acc",  "op"};
+    static const char* names[] = {"const", "unit",  "loop",     "iadd", "imul", "idiv", "irem",
+                                  "load",  "store", "acc.read", "acc",  "op",   "check"};
     return names[static_cast<int>(k)];
   };
   for (const Phase& ph : p.phases) {
@@ -1018,8 +1062,10 @@ std::string printProgram(const KernelProgram& p) {
         if (in.kind == InstKind::Const)
           out +=
               ir::isFloat(in.dtype) ? fmt::format(" {}", in.fvalue) : fmt::format(" {}", in.ivalue);
-        if (in.kind == InstKind::IMulC || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC)
+        if (in.kind == InstKind::IMulC || in.kind == InstKind::IDivC ||
+            in.kind == InstKind::IRemC || in.kind == InstKind::CheckIndex)
           out += fmt::format(" {}", in.ivalue);
+        if (in.check >= 0) out += fmt::format(" check{}", in.check);
         if (in.buffer >= 0) out += fmt::format(" buf{}", in.buffer);
         if (in.acc >= 0) out += fmt::format(" acc{}", in.acc);
         out += "\n";
@@ -1054,6 +1100,10 @@ int64_t evalIndex(const Phase& ph, int id, int64_t unit, int64_t loop) {
         default: break;  // the lowering builds index arithmetic from these four ops only
       }
       break;
+    case InstKind::CheckIndex: {
+      const int64_t k = arg(0);
+      return k >= 0 && k < in.ivalue ? k : 0;
+    }
     case InstKind::Load:
     case InstKind::Store:
     case InstKind::AccRead:

@@ -66,6 +66,13 @@ enum class InstKind : uint8_t {
   AccRead,     // the final value of accumulator `acc` (after its stage)
   Accumulate,  // acc <- combine(acc, a); only in a stage body
   Op,          // an elementwise IR op (unary, binary, compare, select, cast) on args
+  // i64: args[0] (an i64 index) when it lies in [0, ivalue), else 0, so that what it addresses
+  // stays in bounds; an index outside also records the run's index error for
+  // KernelProgram::checks[check] (the emitters' contract: after the kernel, the program's error
+  // slot names the check, one offending index and ivalue; the runtime turns it into
+  // IndexOutOfRange). Pure otherwise (hash-consed like any value), but a root for liveness: it
+  // is evaluated wherever its block runs even when no store reads it.
+  CheckIndex,
 };
 
 enum class MemScope : uint8_t { Global, Shared, Register };
@@ -78,6 +85,7 @@ struct Inst {
   int args[3] = {-1, -1, -1};
   int buffer = -1;  // Load/Store: position in the phase's buffers
   int acc = -1;     // AccRead/Accumulate
+  int check = -1;   // CheckIndex: position in KernelProgram::checks
   int64_t ivalue = 0;
   double fvalue = 0;
 };
@@ -178,7 +186,8 @@ struct PhaseSizeArgs {
   int chunk = -1;
   int total = -1;
   int rowLength = -1;
-  std::vector<int> insts;      // per instruction: its ivalue (Const i64, IMulC, IDivC, IRemC)
+  std::vector<int> insts;      // per instruction: its ivalue (Const i64, IMulC, IDivC, IRemC,
+                               // CheckIndex)
   std::vector<int> accCounts;  // per accumulator: its count (a mean's divisor)
 };
 
@@ -197,6 +206,10 @@ struct KernelProgram {
   std::vector<Phase> phases;  // run in order
   int scratchSlots = 0;
   SizeArgs sizeArgs;
+  // The index checks its CheckIndex instructions record, by `check`: what an error names
+  // (ir::indexCheckLabel, "gather 'y' (axis 1)"). Not read by the emitters: the code records a
+  // check's position only, so programs that differ in names share code.
+  std::vector<std::string> checks;
 };
 
 // Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`.

@@ -108,7 +108,8 @@ std::vector<IndexInfo> analyzeIndices(const Phase& ph, int vec) {
         else r = {IndexKind::Other, 1};
         break;
       }
-      case InstKind::Op: {
+      case InstKind::Op:
+      case InstKind::CheckIndex: {
         bool inv = true;
         for (int a : in.args)
           if (a >= 0 && info[static_cast<size_t>(a)].kind != IndexKind::Invariant) inv = false;

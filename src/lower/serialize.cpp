@@ -21,13 +21,14 @@ void write(CanonicalWriter& w, const Phase& x);
 void write(CanonicalWriter& w, const PhaseSizeArgs& x);
 
 void write(CanonicalWriter& w, const Inst& x) {
-  const auto& [kind, dtype, op, args, buffer, acc, ivalue, fvalue] = x;
+  const auto& [kind, dtype, op, args, buffer, acc, check, ivalue, fvalue] = x;
   w.enumeration(kind);
   w.enumeration(dtype);
   w.enumeration(op);
   for (int a : args) w.integer(a);  // a fixed-size array: no length prefix needed
   w.integer(buffer);
   w.integer(acc);
+  w.integer(check);
   w.integer(ivalue);
   w.real(fvalue);
 }
@@ -141,7 +142,7 @@ void write(CanonicalWriter& w, const PhaseSizeArgs& x) {
 }
 
 void write(CanonicalWriter& w, const KernelProgram& x) {
-  const auto& [name, params, phases, scratchSlots, sizeArgs] = x;
+  const auto& [name, params, phases, scratchSlots, sizeArgs, checks] = x;
   w.string(name);
   write(w, params);
   write(w, phases);
@@ -149,6 +150,8 @@ void write(CanonicalWriter& w, const KernelProgram& x) {
   const auto& [values, phaseArgs] = sizeArgs;
   write(w, values);
   write(w, phaseArgs);
+  w.length(checks.size());
+  for (const std::string& c : checks) w.string(c);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace {
 
 bool sameInst(const Inst& a, const Inst& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.args[0] == b.args[0] &&
-         a.args[1] == b.args[1] && a.args[2] == b.args[2] && a.buffer == b.buffer && a.acc == b.acc;
+         a.args[1] == b.args[1] && a.args[2] == b.args[2] && a.buffer == b.buffer &&
+         a.acc == b.acc && a.check == b.check;
 }
 
 // Whether two lowerings of one kernel have the same structure, so that their sizes correspond
@@ -58,7 +59,9 @@ std::vector<bool> used(const Phase& ph) {
   std::vector<bool> live(ph.insts.size(), false);
   for (size_t id = ph.insts.size(); id-- > 0;) {
     const Inst& in = ph.insts[id];
-    if (in.kind == InstKind::Store || in.kind == InstKind::Accumulate) live[id] = true;
+    if (in.kind == InstKind::Store || in.kind == InstKind::Accumulate ||
+        in.kind == InstKind::CheckIndex)
+      live[id] = true;
     if (!live[id]) continue;
     for (int a : in.args)
       if (a >= 0) live[static_cast<size_t>(a)] = true;
@@ -119,8 +122,9 @@ bool markSizeArgs(KernelProgram& p, const KernelProgram& moved) {
     pa.insts.assign(x.insts.size(), -1);
     for (size_t j = 0; j < x.insts.size(); ++j) {
       const Inst& in = x.insts[j];
+      // A check's bound is a compare per element: an argument costs nothing there.
       const bool index =
-          in.kind == InstKind::IMulC ||
+          in.kind == InstKind::IMulC || in.kind == InstKind::CheckIndex ||
           (in.kind == InstKind::Const && in.dtype == ir::DType::I64) ||
           ((in.kind == InstKind::IDivC || in.kind == InstKind::IRemC) && (!varies[j] || !live[j]));
       if (index) pa.insts[j] = arg(in.ivalue, y.insts[j].ivalue);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "ir/signature.h"
+#include "runtime/index_checks.h"
 
 namespace stitch::gputest {
 
@@ -55,7 +57,7 @@ Emulator::Emulator(std::span<const rt::ProgramArtifact* const> programs, size_t 
   for (const codegen::DeviceHeaderText& h : codegen::deviceHeaders())
     std::ofstream(fs::path(dir) / std::string(h.name)) << h.text;
   std::string tu = "#include \"" STITCH_SOURCE_DIR "/tests/gpu/emulator/device_emulation.h\"\n";
-  for (const char* h : {"math", "reduce", "vec", "random", "grid"})
+  for (const char* h : {"math", "reduce", "vec", "random", "grid", "check"})
     tu += fmt::format("#include \"stitch/{}.cuh\"\n", h);
   std::vector<std::pair<std::string, size_t>> order;  // key, phases
   for (const rt::ProgramArtifact* p : programs)
@@ -100,7 +102,8 @@ void Emulator::launch(const rt::KernelArtifact& a, std::vector<void*>& pointers,
                       int64_t maxGrid) const {
   const rt::KernelCode& code = a.forms.at(form_);
   const std::vector<Entry>& entries = entries_.at(code.key.canonical());
-  // cuLaunchKernel's convention: the address of each parameter's value, sizes after buffers.
+  // cuLaunchKernel's convention: the address of each parameter's value, sizes after buffers
+  // (and after the status words' pointer, the last of `pointers` when the kernel has checks).
   std::vector<int64_t> sizes = a.sizes;
   std::vector<void*> args;
   for (void*& p : pointers) args.push_back(&p);
@@ -147,11 +150,15 @@ std::vector<reference::HostTensor> Emulator::run(const ir::Graph& g, const ir::B
     const int id = g.inputs()[i];
     reference::encode(inputs[i], {inputs[i].dtype, inputs[i].shape, buffers.at({false, id}).get()});
   }
-  for (const rt::KernelArtifact& k : program.kernels) {
+  for (size_t ki = 0; ki < program.kernels.size(); ++ki) {
+    const rt::KernelArtifact& k = program.kernels[ki];
     std::vector<void*> pointers;
     for (const rt::KernelBuffer& p : k.params)
       pointers.push_back(buffers.at({p.value < 0, p.value < 0 ? p.scratch : p.value}).get());
+    std::array<int64_t, rt::kCheckStatusWords> status{};
+    if (!k.checks.empty()) pointers.push_back(status.data());
     launch(k, pointers, maxGrid);
+    if (status[0] != 0) rt::throwCheckFailure(status, k.checks, program.name, ki);
   }
   std::vector<reference::HostTensor> out;
   for (int id : g.outputs()) {

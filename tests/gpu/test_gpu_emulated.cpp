@@ -15,11 +15,13 @@
 #include <map>
 #include <set>
 
+#include "common/index_check_cases.h"
 #include "common/sweep.h"
 #include "common/temp_dir.h"
 #include "driver/driver.h"
 #include "gpu/gpu_emulator.h"
 #include "gpu/gpu_test_graphs.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "lower/kernel_program.h"
 #include "testing/random_graph.h"
@@ -175,6 +177,49 @@ TEST(GpuEmulated, TransformerBlockShapeClassesServeManySizes) {
   }
   EXPECT_LE(t.codes, 12u);
   std::cout << t.codes << " codes for " << t.kernels << " kernels of 10 signatures\n";
+}
+
+// Index checks in the CUDA kernels (stitch/check.cuh): good indices match the reference; one out
+// of range fails the run with the reference's error (the op, the index, the size), and the
+// status words are the run's, so the same code then runs good data again.
+TEST(GpuEmulated, IndexChecksFailTheRunNamingTheIndex) {
+  SKIP_UNDER_SANITIZERS();
+  std::vector<gputest::NamedGraph> graphs;
+  const std::vector<testcases::IndexCase> cases = testcases::indexCases();
+  for (const testcases::IndexCase& c : cases) {
+    ir::Graph g = std::move(ir::parseModule(c.text, c.name).at(0));
+    graphs.push_back({c.name, std::move(g), ir::Bindings(c.dims.begin(), c.dims.end())});
+  }
+  const std::vector<Case> built = buildAll(std::move(graphs));
+  std::vector<const rt::ProgramArtifact*> programs;
+  for (const Case& b : built) programs.push_back(&b.build.artifact);
+  st::TempDir dir("stitch-emulated-checks");
+  gputest::Emulator emu(programs, 0, dir.path().string());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const testcases::IndexCase& c = cases[i];
+    const Case& b = built[i];
+    SCOPED_TRACE(c.name);
+    auto inputs = st::randomInputs(b.graph.graph, b.graph.bindings, 3);
+    std::vector<int64_t>& index = inputs[c.input].ints;
+    for (size_t k = 0; k < index.size(); ++k) index[k] = static_cast<int64_t>(k) % c.bound;
+    auto good = [&] {
+      return st::compareOutputs(st::evaluateReference(b.graph.graph, inputs),
+                                emu.run(b.optimized, b.graph.bindings, b.build.artifact, inputs),
+                                st::graphTolerance(b.graph.graph));
+    };
+    EXPECT_EQ(good(), "");
+    const int64_t keep = index[static_cast<size_t>(c.at)];
+    index[static_cast<size_t>(c.at)] = c.bad;
+    try {
+      emu.run(b.optimized, b.graph.bindings, b.build.artifact, inputs);
+      ADD_FAILURE() << "no index error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange) << e.what();
+      EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
+    }
+    index[static_cast<size_t>(c.at)] = keep;
+    EXPECT_EQ(good(), "");
+  }
 }
 
 }  // namespace

@@ -12,11 +12,13 @@
 #include <iostream>
 #include <map>
 
+#include "common/index_check_cases.h"
 #include "common/sweep.h"
 #include "driver/driver.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "gpu/gpu_test_graphs.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
@@ -177,6 +179,37 @@ TEST(CudaBackend, RandomGraphsMatchTheReference) {
   }
   report("500 random graphs on cuda", totals);
   EXPECT_EQ(totals.mismatches, 0);
+}
+
+// Index checks on the device (stitch/check.cuh): good indices match the reference, one out of
+// range fails the run with IndexOutOfRange naming it (cooperative and per-phase launches), and
+// the next run of good data passes: the status words were zeroed again.
+TEST(CudaBackend, IndexChecksFailTheRunNamingTheIndex) {
+  REQUIRE_CUDA(gpu);
+  for (const testcases::IndexCase& c : testcases::indexCases())
+    for (bool cooperative : {true, false}) {
+      SCOPED_TRACE(c.name + (cooperative ? "" : " per-phase"));
+      ir::Graph original = std::move(ir::parseModule(c.text, c.name).at(0));
+      const ir::Bindings b(c.dims.begin(), c.dims.end());
+      ir::Graph g = passes::runPasses(original);
+      driver::Build build = driver::build(g, b, gpu->target(), {});
+      auto inputs = st::randomInputs(original, b, 5);
+      std::vector<int64_t>& index = inputs[c.input].ints;
+      for (size_t k = 0; k < index.size(); ++k) index[k] = static_cast<int64_t>(k) % c.bound;
+      const RunOptions o{true, cooperative};
+      EXPECT_EQ(
+          st::compareOutputs(st::evaluateReference(original, inputs),
+                             runPlan(*gpu, g, b, build, inputs, o), st::graphTolerance(original)),
+          "");
+      index[static_cast<size_t>(c.at)] = c.bad;
+      try {
+        runPlan(*gpu, g, b, build, inputs, o);
+        ADD_FAILURE() << "no index error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange) << e.what();
+        EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
+      }
+    }
 }
 
 // Larger shapes than the random graphs reach: long rows (block per row, several groups per

@@ -113,7 +113,7 @@ void bump(T& x) {
 
 // Leaf structs: mutate(x, i) changes field i and returns its name, or nullptr past the last.
 const char* mutate(Inst& x, int i) {
-  auto& [kind, dtype, op, args, buffer, acc, ivalue, fvalue] = x;
+  auto& [kind, dtype, op, args, buffer, acc, check, ivalue, fvalue] = x;
   switch (i) {
     case 0: return bump(kind), "Inst::kind";
     case 1: return bump(dtype), "Inst::dtype";
@@ -123,8 +123,9 @@ const char* mutate(Inst& x, int i) {
     case 5: return bump(args[2]), "Inst::args[2]";
     case 6: return bump(buffer), "Inst::buffer";
     case 7: return bump(acc), "Inst::acc";
-    case 8: return bump(ivalue), "Inst::ivalue";
-    case 9: return bump(fvalue), "Inst::fvalue";
+    case 8: return bump(check), "Inst::check";
+    case 9: return bump(ivalue), "Inst::ivalue";
+    case 10: return bump(fvalue), "Inst::fvalue";
     default: return nullptr;
   }
 }
@@ -193,7 +194,7 @@ using Getter = std::function<T&(KernelProgram&)>;
 class Mutations {
  public:
   explicit Mutations(const KernelProgram& p) {
-    const auto& [name, params, phases, scratchSlots, sizeArgs] = p;
+    const auto& [name, params, phases, scratchSlots, sizeArgs, checks] = p;
     scalar<std::string>(
         "KernelProgram::name", "", [](KernelProgram & q) -> auto& { return q.name; });
     vectorOf<Param>(
@@ -235,6 +236,15 @@ class Mutations {
     lengths<PhaseSizeArgs>(
         "SizeArgs::phases", "sizeArgs.phases",
         [](KernelProgram & q) -> auto& { return q.sizeArgs.phases; }, phaseArgs.empty());
+    for (size_t j = 0; j < checks.size(); ++j)
+      scalar<std::string>(
+          "KernelProgram::checks[]",
+          "checks[" + std::to_string(j) + "]", [j](KernelProgram & q) -> auto& {
+            return q.checks[j];
+          });
+    lengths<std::string>(
+        "KernelProgram::checks", "checks", [](KernelProgram & q) -> auto& { return q.checks; },
+        checks.empty());
   }
   const std::vector<Mutation>& all() const { return all_; }
 

@@ -247,7 +247,8 @@ std::string opExpr(const Inst& in, DType at, const std::vector<std::string>& a) 
     case OpCode::Silu:
     case OpCode::Argmax:
     case OpCode::Argmin:
-    case OpCode::Gather: break;
+    case OpCode::Gather:
+    case OpCode::CheckIndex: break;  // lowered to InstKind::CheckIndex
   }
   throwError(ErrorCode::Internal,
              fmt::format("gpu emitter: {} is not an elementwise op", ir::opName(in.op)));
@@ -314,6 +315,12 @@ class PhaseEmitter {
   }
   std::string buffer(int b) const {
     return fmt::format("p{}", ph_.buffers[static_cast<size_t>(b)]);
+  }
+  // CheckIndex `id` of index `k` (stitch/check.cuh; the bound may be a size argument).
+  std::string checkExpr(int id, const std::string& k) {
+    const Inst& in = inst(id);
+    return fmt::format("stitch::check_index(stitch_status, {}, {}, {})", in.check, k,
+                       size(immArg(id), in.ivalue));
   }
   std::string typeOf(int id) const {
     return isIndexKind(inst(id).kind) ? idx_ : computeType(inst(id).dtype);
@@ -390,7 +397,8 @@ std::string PhaseEmitter::indexExpr(int id, const std::vector<std::string>& a) {
     case InstKind::Store:
     case InstKind::AccRead:
     case InstKind::Accumulate:
-    case InstKind::Op: break;
+    case InstKind::Op:
+    case InstKind::CheckIndex: break;
   }
   throwError(ErrorCode::Internal, "gpu emitter: not an index instruction");
 }
@@ -410,6 +418,7 @@ std::string PhaseEmitter::exprAt(int id, const std::string& k0) {
     case InstKind::IDivC:
     case InstKind::IRemC: return indexExpr(id, a);
     case InstKind::Op: return opExpr(in, inst(in.args[0]).dtype, a);
+    case InstKind::CheckIndex: return checkExpr(id, a[0]);
     case InstKind::Load:
     case InstKind::Store:
     case InstKind::AccRead:
@@ -472,6 +481,9 @@ void PhaseEmitter::emitInst(int id) {
     }
     case InstKind::Op:
       line(fmt::format("const {} {} = {};", typeOf(id), v, opExpr(in, inst(in.args[0]).dtype, a)));
+      return;
+    case InstKind::CheckIndex:
+      line(fmt::format("const {} {} = {};", typeOf(id), v, checkExpr(id, a[0])));
       return;
   }
 }
@@ -749,20 +761,23 @@ void PhaseEmitter::emitFunction(int index, const std::string& params) {
 
 std::vector<std::string_view> deviceIncludes(const lower::KernelProgram& p,
                                              const KernelSchedule& ks) {
-  bool reduce = false, vec = false, random = false;
+  bool reduce = false, vec = false, random = false, check = false;
   for (size_t i = 0; i < p.phases.size(); ++i) {
     const PhaseSchedule& s = ks.phases[i];
     reduce = reduce || s.reduce;
     vec = vec ||
           std::find(s.vectorAccess.begin(), s.vectorAccess.end(), true) != s.vectorAccess.end();
-    for (const Inst& in : p.phases[i].insts)
+    for (const Inst& in : p.phases[i].insts) {
       random = random || (in.kind == InstKind::Op && in.op == OpCode::RandomUniform);
+      check = check || in.kind == InstKind::CheckIndex;
+    }
   }
   // math.cuh (with types.cuh) is in every kernel: conversions, rounding and the op semantics.
   std::vector<std::string_view> headers = {"stitch/math.cuh"};
   if (reduce) headers.push_back("stitch/reduce.cuh");
   if (vec) headers.push_back("stitch/vec.cuh");
   if (random) headers.push_back("stitch/random.cuh");
+  if (check) headers.push_back("stitch/check.cuh");
   if (p.phases.size() > 1) headers.push_back("stitch/grid.cuh");  // stitch_all's barrier
   return headers;
 }
@@ -789,6 +804,11 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
   if (p.params.empty()) {
     params = "int unused";
     args = "0";
+  }
+  // A program with index checks takes their status words next (stitch/check.cuh).
+  if (!p.checks.empty()) {
+    params += ", stitch::i64* __restrict__ stitch_status";
+    args += ", stitch_status";
   }
   // Size arguments (lower/size_args.h) follow the buffers, by value. A 32-bit kernel's sizes fit
   // in 32 bits: its schedule chose 32-bit indices for these very values.

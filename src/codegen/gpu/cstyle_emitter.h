@@ -18,6 +18,9 @@
 //   each phase reads the ones it uses as index-typed locals `S<k>`, and prints them where the
 //   size would be a literal, comments included, so that every signature of a shape class prints
 //   the same text); `stitch_all` takes a pointer to two zeroed u32 words for the barrier last.
+//   A program with index checks (KernelProgram::checks) takes `stitch::i64* stitch_status`
+//   between its buffers and its sizes: four words the runtime keeps zeroed, where the first
+//   failing check records itself (stitch/check.cuh).
 // The device templates (kernels_templates/*.cuh, embedded at build time: deviceHeaders()) hold
 // everything that is not specific to one program: conversions, math with the reference's
 // semantics, vector I/O, reductions, the barrier. CUDA and HIP differ only in the dialect: a
@@ -60,7 +63,8 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
 
 // The device templates `emitGpuKernel` includes for `p` under schedule `ks`: the ones its code
 // uses (math.cuh always; reduce.cuh for reduce phases, vec.cuh for vector accesses, random.cuh for
-// random_uniform, grid.cuh for the cooperative entry's barrier), so NVRTC/hipRTC parse no more
+// random_uniform, check.cuh for index checks, grid.cuh for the cooperative entry's barrier), so
+// NVRTC/hipRTC parse no more
 // than the kernel needs. A function of the program and its schedule, which the kernel cache key
 // covers.
 std::vector<std::string_view> deviceIncludes(const lower::KernelProgram& p,

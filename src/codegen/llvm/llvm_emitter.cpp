@@ -238,6 +238,7 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
       case InstKind::AccRead: r.variant = true; break;
       case InstKind::Accumulate: break;
       case InstKind::Op:
+      case InstKind::CheckIndex:
         for (int a : in.args)
           if (a >= 0) r.variant = r.variant || f[static_cast<size_t>(a)].variant;
         break;
@@ -259,7 +260,7 @@ std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t 
   for (const lower::Block* b : blocks)
     for (int id : b->insts) {
       InstKind k = ph.insts[static_cast<size_t>(id)].kind;
-      if (k == InstKind::Store || k == InstKind::Accumulate) use(id);
+      if (k == InstKind::Store || k == InstKind::Accumulate || k == InstKind::CheckIndex) use(id);
     }
   for (const lower::Block* b : blocks)
     for (int id : b->insts) {
@@ -575,6 +576,14 @@ class PhaseEmitter {
   llvm::Value* accInit(const lower::Accumulator& a);
   llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
   void emitBlock(const lower::Block& b);
+  // Index checks (InstKind::CheckIndex): per check of the program this phase evaluates, whether
+  // an index fell outside its bound and the largest such index (unsigned, so a negative one is
+  // larger than any bound). Both are reductions the loop vectorizer keeps in registers (or,
+  // umax), so a check costs a compare and two lane operations an element, and no branch in the
+  // loop; the function records a failure into the status words once, at its end.
+  void initChecks(llvm::Value* buffers);
+  llvm::Value* checkIndex(const Inst& in, int id);
+  void recordChecks();
   void emitStage(const lower::Stage& st);
   void emitColumnTiles(llvm::Value* begin, llvm::Value* end);
   // fn(t, jlo, jhi) for each tile of tile_ indices (aligned to tile_) meeting [lo, hi): its
@@ -625,6 +634,9 @@ class PhaseEmitter {
   size_t numArgs_;
   int64_t rowMultiple_;
   std::vector<llvm::Value*> argVals_;  // the size arguments, loaded in the entry block
+  llvm::Value* status_ = nullptr;      // the index checks' status words (initChecks)
+  std::vector<llvm::AllocaInst*> checkBad_, checkMax_;  // per check; null where not evaluated
+  std::vector<int> checkInst_;                          // per check: one of its instructions
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> bufs_;
   std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
@@ -817,7 +829,8 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
     case OpCode::Silu:
     case OpCode::Argmax:
     case OpCode::Argmin:
-    case OpCode::Gather: break;
+    case OpCode::Gather:
+    case OpCode::CheckIndex: break;
   }
   throwError(ErrorCode::Internal,
              fmt::format("llvm emitter: {} is not an elementwise op", ir::opName(in.op)));
@@ -935,6 +948,7 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
         break;
       }
       case InstKind::Op: v = op(in); break;
+      case InstKind::CheckIndex: v = checkIndex(in, id); break;
     }
     vals_[static_cast<size_t>(id)] = v;
     if (int slot = cache_.storeSlot.empty() ? -1 : cache_.storeSlot[static_cast<size_t>(id)];
@@ -959,6 +973,69 @@ void PhaseEmitter::emitBlock(const lower::Block& b) {
               ? nullptr
               : B_.CreateAdd(v, B_.CreateMul(tileJ_, i64(slope), "", true, true), "", true, true);
     }
+  }
+}
+
+void PhaseEmitter::initChecks(llvm::Value* buffers) {
+  for (size_t id = 0; id < ph_.insts.size(); ++id) {
+    const Inst& in = ph_.insts[id];
+    if (in.kind != InstKind::CheckIndex) continue;
+    const auto c = static_cast<size_t>(in.check);
+    if (checkInst_.size() <= c) checkInst_.resize(c + 1, -1);
+    if (checkInst_[c] < 0) checkInst_[c] = static_cast<int>(id);
+  }
+  if (checkInst_.empty()) return;
+  // The status pointer follows the buffers and the size arguments' pointer.
+  llvm::Type* ptr = B_.getPtrTy();
+  status_ = B_.CreateLoad(
+      ptr, B_.CreateConstGEP1_64(ptr, buffers, ph_.buffers.size() + (args_ ? 1 : 0)), "status");
+  for (int id : checkInst_) {
+    llvm::AllocaInst* bad = nullptr;
+    llvm::AllocaInst* max = nullptr;
+    if (id >= 0) {
+      bad = B_.CreateAlloca(B_.getInt1Ty(), nullptr, "check_bad");
+      max = B_.CreateAlloca(B_.getInt64Ty(), nullptr, "check_max");
+      B_.CreateStore(B_.getInt1(false), bad);
+      B_.CreateStore(i64(0), max);
+    }
+    checkBad_.push_back(bad);
+    checkMax_.push_back(max);
+  }
+}
+
+llvm::Value* PhaseEmitter::checkIndex(const Inst& in, int id) {
+  llvm::Value* k = val(in.args[0]);
+  llvm::Value* ok = B_.CreateICmpULT(k, imm(id));
+  const auto c = static_cast<size_t>(in.check);
+  llvm::Value* bad = B_.CreateLoad(B_.getInt1Ty(), checkBad_[c]);
+  B_.CreateStore(B_.CreateOr(bad, B_.CreateNot(ok)), checkBad_[c]);
+  llvm::Value* max = B_.CreateLoad(B_.getInt64Ty(), checkMax_[c]);
+  B_.CreateStore(intrinsic(llvm::Intrinsic::umax, {max, B_.CreateSelect(ok, i64(0), k)}),
+                 checkMax_[c]);
+  return B_.CreateSelect(ok, k, i64(0));
+}
+
+void PhaseEmitter::recordChecks() {
+  llvm::Function* f = B_.GetInsertBlock()->getParent();
+  for (size_t c = 0; c < checkInst_.size(); ++c) {
+    if (checkInst_[c] < 0) continue;
+    auto* record = llvm::BasicBlock::Create(C_, "check_record", f);
+    auto* store = llvm::BasicBlock::Create(C_, "check_store", f);
+    auto* next = llvm::BasicBlock::Create(C_, "check_next", f);
+    llvm::Value* bad = B_.CreateLoad(B_.getInt1Ty(), checkBad_[c]);
+    B_.CreateCondBr(bad, record, next);
+    // The first failing check of the run claims the words (status[0] = check + 1).
+    B_.SetInsertPoint(record);
+    llvm::Value* claim = B_.CreateAtomicCmpXchg(
+        status_, i64(0), i64(static_cast<int64_t>(c) + 1), llvm::MaybeAlign(8),
+        llvm::AtomicOrdering::SequentiallyConsistent, llvm::AtomicOrdering::SequentiallyConsistent);
+    B_.CreateCondBr(B_.CreateExtractValue(claim, 1), store, next);
+    B_.SetInsertPoint(store);
+    B_.CreateStore(B_.CreateLoad(B_.getInt64Ty(), checkMax_[c]),
+                   B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 1));
+    B_.CreateStore(imm(checkInst_[c]), B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 2));
+    B_.CreateBr(next);
+    B_.SetInsertPoint(next);
   }
 }
 
@@ -1233,6 +1310,7 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
       v = B_.CreateAnd(v, i64(-rowMultiple_), "row_length");
     }
   }
+  initChecks(buffers);
   vals_.assign(ph_.insts.size(), nullptr);
   for (const lower::Accumulator& a : ph_.accs) {
     accSlots_.push_back(B_.CreateAlloca(accType(a)));
@@ -1329,6 +1407,7 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
       });
     }
   }
+  recordChecks();
   B_.CreateRetVoid();
   std::string err;
   llvm::raw_string_ostream os(err);

@@ -4,17 +4,20 @@
 //   void NAME_<phase>(void* const* buffers, int64_t begin, int64_t end)
 // computing units [begin, end) of the phase; buffers are the phase's buffers in order (inputs,
 // then outputs), each compact row-major data in its dtype, then, for a program with size
-// arguments (lower/size_args.h), a pointer to the arguments' int64 values. Numbers follow the
-// reference interpreter: f16/bf16 are loaded and stored as i16 bits and computed in f32, every
-// f16/bf16 result rounded to its dtype (nearest even) as the reference rounds every op; f32 in f32,
-// f64 in f64; ints in their width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum
-// propagate NaN (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat).
-// Transcendentals (exp log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are
-// calls to libm (expf, exp for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP
-// vector functions at the host's widths, so the loop vectorizer widens them like any other op
-// (the choice and the accuracy in runtime/cpu/math_library.h), but f32 exp and erf, which are
-// inline polynomials (inline_math.h); sqrt and rsqrt (1 / sqrt) are
-// llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
+// arguments (lower/size_args.h), a pointer to the arguments' int64 values, then, for a program
+// with index checks (KernelProgram::checks), a pointer to its four int64 status words: a phase
+// whose check fails records it there once, at its end (status[0] = check + 1, [1] the largest
+// failing index as unsigned, [2] its bound; a compare-and-swap on [0], so the first failing task
+// wins), and the runtime reads them after the kernel. Numbers follow the reference interpreter:
+// f16/bf16 are loaded and stored as i16 bits and computed in f32, every f16/bf16 result rounded to
+// its dtype (nearest even) as the reference rounds every op; f32 in f32, f64 in f64; ints in their
+// width with wrap (div by 0 is 0, INT_MIN / -1 wraps); maximum/minimum propagate NaN
+// (llvm.maximum); float->int casts saturate with NaN -> 0 (llvm.fptosi.sat). Transcendentals (exp
+// log log1p tanh erf sin cos pow, and sigmoid as 1 / (1 + exp(-x))) are calls to libm (expf, exp
+// for f64, ...) marked pure, which the JIT maps to SLEEF's 1.0-ULP vector functions at the host's
+// widths, so the loop vectorizer widens them like any other op (the choice and the accuracy in
+// runtime/cpu/math_library.h), but f32 exp and erf, which are inline polynomials (inline_math.h);
+// sqrt and rsqrt (1 / sqrt) are llvm.sqrt, correctly rounded, which vectorizes natively. Reductions
 // accumulate in the compute type (f32 for f16/bf16/f32); float sums are marked reassociable so the
 // vectorizer keeps partial sums, and are blocked: each block (4096 elements of a contiguous row,
 // 512 of a strided one) is summed in the compute type and added to an f64 total, so the error does

@@ -37,6 +37,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n)
 #define __shared__ static
 
@@ -86,6 +87,13 @@ inline void __threadfence() {}
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   const unsigned old = *p;
   *p = old + v;
+  return old;
+}
+// Fibers switch only at barriers: a read-modify-write is atomic here.
+inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected,
+                                    unsigned long long desired) {
+  const unsigned long long old = *p;
+  if (old == expected) *p = desired;
   return old;
 }
 
