@@ -11,8 +11,9 @@
 //   stitch cache stats|clear|prune
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
-// option, a shape too large for the limits or the machine's memory); 3 backend unavailable; 4
-// compile failure; 5 internal error.
+// option, a shape too large for the limits or the machine's memory, an index out of range: a
+// gather of a seeded integer input in [-8, 8] along an axis shorter than 9, say); 3 backend
+// unavailable; 4 compile failure; 5 internal error.
 //
 // Decisions where DESIGN.md is silent: without --graph, `run` runs every graph of the file in
 // order. A symbolic dim not given with --dim takes a default of 16, and a note says so, so every
@@ -64,7 +65,9 @@ int exitCodeFor(stitch_status_t s) {
     case STITCH_ERROR_INVALID_GRAPH:
     case STITCH_ERROR_SHAPE_MISMATCH:
     case STITCH_ERROR_UNSUPPORTED:
-    case STITCH_ERROR_IO: return kInvalid;
+    case STITCH_ERROR_IO:
+    // An index outside its range in the (seeded) inputs: the data's problem.
+    case STITCH_ERROR_INDEX_OUT_OF_RANGE: return kInvalid;
   }
   return kInternal;
 }

@@ -191,8 +191,8 @@ class Generator {
     else if (k < 59) selectPattern();
     else if (k < 63) intPattern();
     else if (k < 65) sourcePattern();
-    else if (k < 67) trainingPattern();
-    else if (k < 70) manualSoftmaxPattern();
+    else if (k < 71) trainingPattern();
+    else if (k < 73) manualSoftmaxPattern();
     else if (k < 85 && opt_.layout) layoutPattern();
     else if (opt_.composites) compositePattern();
     else unaryPattern();
@@ -472,17 +472,23 @@ class Generator {
   }
 
   // The ops of training graphs: dropout (random_uniform with seed and offset from `full`
-  // scalars), gather (of a same-shaped index, clamped, or of one index per row from a
-  // reduction, which becomes a one-hot reduction when the data is computed) and argmax/argmin.
+  // scalars), gather (of a same-shaped index, or of one index per row from a reduction, which
+  // becomes a one-hot reduction when the data is computed; indices kept in range by
+  // minimum(abs(...)), or argmax along a symbolic axis; or such an index checked by check_index,
+  // as a label) and argmax/argmin.
   void trainingPattern() {
     int x = pickF32(1);
-    if (x < 0 || left_ < 6) return unaryPattern();  // dropout makes 6 ops
-    int k = rng_.below(4);
+    if (x < 0) return unaryPattern();
+    int k = rng_.below(5);
     int64_t axis = rng_.below(rank(x));
     // argmax/argmin are composites: only where the options ask for them (the planner's own
     // tests plan graphs that no pass has decomposed).
     if (k == 2 && !opt_.composites) k = 3;
     if (k == 3 && rank(x) < 2) k = 0;
+    // The ops each needs: dropout 6, a gather 5 (and one each for a per-row index and for
+    // exp(x) as its data, where they fit), argmax 2, the backward 5, a label 6.
+    static constexpr int kOps[] = {6, 5, 2, 5, 6};
+    if (left_ < kOps[k]) return unaryPattern();
     if (k == 3) {
       // A normalization's backward: a row statistic, a value from it per element, and column
       // reductions of that value and of x over the kept axes (column partials in one kernel).
@@ -505,14 +511,41 @@ class Generator {
       int keep = opLit(OpCode::Ge, u, 0.25);
       op(OpCode::Select,
          {keep, opLit(OpCode::Mul, x, 1.0 / 0.75), b_.addConstant(0.0, DType::F32)});
-    } else if (k == 1) {
-      int src = x;
-      if (rng_.chance(50))  // one index per row, along the axis
-        src =
-            op(OpCode::ReduceMax, {x}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}});
-      int index = op(OpCode::Cast, {opLit(OpCode::Mul, src, 8.0)},
-                     {{"to", rng_.chance(50) ? DType::I32 : DType::I64}});
-      int data = rng_.chance(50) ? x : op(OpCode::Exp, {x});
+    } else if (k == 1 || k == 4) {
+      // Indices in range: one outside fails the run (index errors have tests of their own).
+      const ir::Dim n = shape(x)[static_cast<size_t>(axis)];
+      const bool label = k == 4;  // check_index of an index (a label), used as a value
+      // One index per row, along the axis; a gather of computed data.
+      const bool perRow = !label && rng_.chance(50) && left_ >= 6;
+      const bool exp = !label && rng_.chance(50) && left_ >= (perRow ? 7 : 6);
+      const DType it = rng_.chance(50) ? DType::I32 : DType::I64;
+      int index;
+      if (n.isStatic()) {
+        int src = x;
+        if (perRow)
+          src = op(OpCode::ReduceMax, {x},
+                   {{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}});
+        // Not 8: a mean of a softmax (1 / n) times 8 is an integer, which rounding can leave on
+        // either side of the cast.
+        index = op(OpCode::Cast, {opLit(OpCode::Mul, src, 7.3)}, {{"to", it}});
+        index = opLit(OpCode::Minimum, op(OpCode::Abs, {index}), static_cast<double>(n.size - 1));
+      } else if (opt_.composites) {
+        // A symbolic axis: the argmax along it (a composite) is always in range.
+        index = op(OpCode::Argmax, {x}, {{"axis", axis}, {"keepdims", true}});
+        if (!perRow && !label) index = op(OpCode::BroadcastTo, {index}, {{"shape", shape(x)}});
+        if (it != DType::I64) index = op(OpCode::Cast, {index}, {{"to", it}});
+      } else {
+        // ... or its first position (symbols are bound to 1..8).
+        Shape s = shape(x);
+        if (perRow) s[static_cast<size_t>(axis)] = ir::Dim::of(1);
+        index = op(OpCode::Full, {}, {{"shape", s}, {"value", 0.0}, {"dtype", it}});
+      }
+      if (label) {
+        op(OpCode::Cast, {op(OpCode::CheckIndex, {index}, {{"size", Shape{n}}})},
+           {{"to", DType::F32}});
+        return;
+      }
+      int data = exp ? op(OpCode::Exp, {x}) : x;
       op(OpCode::Gather, {data, index}, {{"axis", rng_.chance(30) ? axis - rank(x) : axis}});
     } else {
       int a = op(rng_.chance(50) ? OpCode::Argmax : OpCode::Argmin, {x},

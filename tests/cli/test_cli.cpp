@@ -285,6 +285,40 @@ TEST(Cli, MalformedFilesExit2WithLocation) {
   EXPECT_NE(r.out.find("f32 and f16"), std::string::npos) << r.out;
 }
 
+// An index out of range is the data's error on every backend: exit 2 and the message naming
+// the graph, the op, the index and the size (never a clamped answer).
+TEST(Cli, AnIndexOutOfRangeExits2NamingIt) {
+  std::string f = writeTemp("bad_index.stitch",
+                            "graph bad(x: f32[N, 5], i: i64[N, 3]) {\n"
+                            "  j = add(i, 2)\n"
+                            "  y = gather(x, j, axis=1)\n"
+                            "  return y\n"
+                            "}\n"
+                            "graph label(logits: f32[N, 10], labels: i64[N, 1]) {\n"
+                            "  t = add(labels, 10)\n"
+                            "  c = check_index(t, size=[10])\n"
+                            "  cls = iota(shape=[N, 10], axis=1, dtype=i64)\n"
+                            "  hit = eq(cls, c)\n"
+                            "  picked = select(hit, logits, 0)\n"
+                            "  nll = reduce_sum(picked, axes=[1])\n"
+                            "  return nll\n"
+                            "}\n");
+  for (const char* backend : {"reference", "cpu"}) {
+    SCOPED_TRACE(backend);
+    Result r = runCli("run " + f + " --graph bad --dim N=4 --check --backend " + backend,
+                      "STITCH_CACHE=0");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("stitch: error: graph 'bad': gather 'y' (axis 1): index -2 is out of "
+                         "bounds for size 5"),
+              std::string::npos)
+        << r.out;
+    r = runCli("run " + f + " --graph label --dim N=8 --backend " + backend, "STITCH_CACHE=0");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("check_index 'c': index "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" is out of bounds for size 10"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, BadInvocationsExitWithDesignCodes) {
   std::string ex = std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch";
   EXPECT_EQ(runCli("").code, 2);
