@@ -12,8 +12,9 @@ costs a fallback, not a wrong answer.
 
 Random numbers: _random rewrites training dropout into ``stitch::philox_seed`` (stays in PyTorch:
 it draws from PyTorch's generator) and ``stitch::philox_uniform`` (Stitch's ``random_uniform``).
-Indices: gather and scatter_add (one target per row) clamp an out-of-range index where PyTorch
-raises; nll_loss's label hits no class instead. Matmuls, convolutions, attention kernels,
+Indices: gather, scatter_add (one target per row) and nll_loss's labels are range-checked by
+Stitch (gather's own check, check_index): a run that reads one out of range fails, and the piece
+raises what PyTorch raises (_common.IndexErrorKind). Matmuls, convolutions, attention kernels,
 embeddings and anything unmapped stay in PyTorch.
 """
 
@@ -28,8 +29,8 @@ import torch
 import torch.fx as fx
 
 from ._builder import Builder
-from ._common import (BIG, STITCH_DTYPE, ConverterTable, Unsupported, arg, reduce_axes,
-                      tensor_meta)
+from ._common import (BIG, STITCH_DTYPE, ConverterTable, IndexErrorKind, Unsupported, arg,
+                      reduce_axes, tensor_meta)
 from ._random import philox_seed, philox_uniform
 
 aten = torch.ops.aten
@@ -437,11 +438,21 @@ def _native_layer_norm(b, n, _m):
 # -- losses -----------------------------------------------------------------------------------
 
 
+_TARGET_ERROR = IndexErrorKind(IndexError, "Target {index} is out of bounds.")
+
+
+def _index_error(dim: int) -> IndexErrorKind:
+    return IndexErrorKind(RuntimeError,
+                          "index {index} is out of bounds for dimension %d with size {size}" % dim)
+
+
 def _nll_hits(b: Builder, x: Any, target: Any, ignore_index: Any):
     """(class axis, dims of x, hit, valid) for nll_loss over x ([N, C, ...] or [C]): hit[n, c] is
     the one-hot of the label (eq(iota, label), so no gather is needed and the row reduction that
     picks x at the label fuses with log_softmax), valid[n, 1] that the label is not
-    ignore_index. Both keep the class axis (size C, resp. 1) so they broadcast against x."""
+    ignore_index. Both keep the class axis (size C, resp. 1) so they broadcast against x. A label
+    outside [0, C) other than ignore_index fails the run (check_index), and the piece raises
+    PyTorch's IndexError."""
     xm, tm = tensor_meta(x), tensor_meta(target)
     if xm is None or tm is None or tm.dtype not in (torch.int64, torch.int32):
         raise Unsupported("nll_loss operands")
@@ -450,6 +461,8 @@ def _nll_hits(b: Builder, x: Any, target: Any, ignore_index: Any):
     t = b.cast(b.val(target), torch.int64)
     t = b.op("reshape", t, shape=dims[:ch] + [1] + dims[ch + 1:])
     valid = b.op("ne", t, b.const(b.scalar(ignore_index), torch.int64))
+    # Ignored labels may be anything (-100): checked as class 0.
+    t = b.checked_index(b.op("select", valid, t, b.const(0, torch.int64)), dims[ch], _TARGET_ERROR)
     classes = b.op("iota", shape=dims, axis=ch, dtype="i64")
     hit = b.op("logical_and", b.op("eq", classes, t), valid)
     return ch, dims, hit, valid
@@ -468,8 +481,7 @@ def _nll_loss_forward(b, n, _m):
     t_n == ignore_index; total_weight = sum of w[t_n] over the labels not ignored (their count
     without weights); reduction 1 (mean) divides the sum by total_weight (NaN when every label is
     ignored, as in PyTorch), 2 sums, 0 keeps output per element (total_weight is then 0 for
-    batched input). A label outside [0, C) other than ignore_index hits no class and contributes
-    0 (PyTorch raises instead)."""
+    batched input). A label outside [0, C) other than ignore_index raises (_nll_hits)."""
     x, target, weight, reduction, ignore = (arg(n, i, k) for i, k in enumerate(
         ("self", "target", "weight", "reduction", "ignore_index")))
     dt = b.out_meta(n, 0).dtype
@@ -529,10 +541,9 @@ def _nll_loss_backward(b, n, _m):
 
 @_register(aten.gather)
 def _gather(b, n, _m):
-    """Take-along-axis: Stitch's gather. An index outside [0, n) is CLAMPED to the nearest end
-    (PyTorch raises instead); a correct program never sees the difference. PyTorch allows index
-    to be smaller than x on the other axes: x is then sliced to index's sizes first, as
-    PyTorch only reads those positions."""
+    """Take-along-axis: Stitch's gather, whose index out of [0, n) fails the run (the piece then
+    raises PyTorch's RuntimeError). PyTorch allows index to be smaller than x on the other axes:
+    x is then sliced to index's sizes first, as PyTorch only reads those positions."""
     x, dim, index = n.args[0], n.args[1], n.args[2]
     xm, im = tensor_meta(x), tensor_meta(index)
     if xm is None or im is None or xm.rank != im.rank or xm.rank == 0:
@@ -549,14 +560,15 @@ def _gather(b, n, _m):
             ends[d] = im.dims[d]
     if any(e != BIG for e in ends):
         xv = b.op("slice", xv, starts=[0] * xm.rank, ends=ends)
-    return b.op("gather", xv, b.val(index), axis=axis)
+    return b.gather(xv, b.val(index), axis, _index_error(axis))
 
 
 @_register(aten.scatter_add)
 def _scatter_add(b, n, _m):
     """x + src scattered along `dim` at index, for an index of size 1 along dim (one target per
     row: gather's backward when it picks one value per row, take_along_dim's): a one-hot select,
-    eq(iota, index), with no accumulation between sources. The index is clamped as gather's."""
+    eq(iota, index), with no accumulation between sources. The index is checked (check_index):
+    one out of range raises PyTorch's RuntimeError."""
     x, dim, index, src = n.args[0], n.args[1], n.args[2], n.args[3]
     xm, im, sm = tensor_meta(x), tensor_meta(index), tensor_meta(src)
     if xm is None or im is None or sm is None or xm.rank != im.rank or xm.rank == 0:
@@ -568,12 +580,7 @@ def _scatter_add(b, n, _m):
     if im.dtype not in (torch.int64, torch.int32):
         raise Unsupported("scatter_add index of dtype %s" % im.dtype)
     dt = _out(b, n)
-    size = xm.static_dim(axis) if isinstance(xm.dims[axis], int) else None
-    i = b.cast(b.val(index), torch.int64)
-    if size is None:
-        raise Unsupported("scatter_add along a symbolic axis")  # the clamp needs its size
-    i = b.op("minimum", b.op("maximum", i, b.const(0, torch.int64)),
-             b.const(size - 1, torch.int64))
+    i = b.checked_index(b.cast(b.val(index), torch.int64), xm.dims[axis], _index_error(axis))
     hit = b.op("eq", b.op("iota", shape=list(xm.dims), axis=axis, dtype="i64"), i)
     return b.op("add", b.operand(x, dt),
                 b.op("select", hit, b.operand(src, dt), b.const(0.0, dt)))

@@ -16,7 +16,8 @@ import torch
 import torch.fx as fx
 
 import stitch as _stitch
-from ._common import STITCH_DTYPE, TensorMeta, Unsupported, ident, tensor_meta
+from ._common import (STITCH_DTYPE, IndexErrorKind, TensorMeta, Unsupported, ident,
+                      tensor_meta)
 
 
 class Builder:
@@ -27,6 +28,9 @@ class Builder:
         self.inputs: List[Any] = []
         self.scalar_checks: List[Tuple[fx.Node, Any]] = []  # (node, recorded value or symbol)
         self.scalar_inputs: List[fx.Node] = []
+        # Stitch value names of the index checks -> the error PyTorch raises for them (see
+        # check_index); the piece raises it when a run reports an index out of range.
+        self.index_errors: Dict[str, IndexErrorKind] = {}
 
     # -- types --------------------------------------------------------------------------------
     def add_tensor_input(self, node: Any) -> int:
@@ -140,6 +144,22 @@ class Builder:
 
     def op(self, name: str, *operands: int, **attrs: Any) -> int:
         return self.g.add_op(name, *operands, **attrs)
+
+    def checked_index(self, index: int, size: Any, kind: IndexErrorKind) -> int:
+        """check_index(index, size=[size]): an index PyTorch range-checks where Stitch reads it
+        other than by gather (a one-hot eq(iota, label)); `kind` is what PyTorch raises."""
+        return self._named_check("check_index", [index], kind, size=[size])
+
+    def gather(self, x: int, index: int, axis: int, kind: IndexErrorKind) -> int:
+        return self._named_check("gather", [x, index], kind, axis=axis)
+
+    def _named_check(self, op: str, operands: List[int], kind: IndexErrorKind, **attrs) -> int:
+        # A run's index error names the op: this name, or NAME_index for a gather of computed
+        # data (checked by a check_index of that name, passes/gather_rows.h).
+        name = "stitch_index_%d" % (len(self.index_errors) // 2)
+        v = self.g.add_op(op, *operands, name=name, **attrs)
+        self.index_errors[name] = self.index_errors[name + "_index"] = kind
+        return v
 
     def full(self, dims: List[Any], value: float, dtype: torch.dtype) -> int:
         return self.op("full", shape=list(dims), value=float(value), dtype=STITCH_DTYPE[dtype])

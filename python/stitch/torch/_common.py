@@ -29,6 +29,20 @@ class Unsupported(Exception):
     """A node this version cannot express in Stitch; the message says why."""
 
 
+class IndexErrorKind:
+    """The exception PyTorch raises for an index out of range that a Stitch index check
+    reports: its type and message, formatted with the index and the size (nll_loss: IndexError
+    "Target 5 is out of bounds."; gather and scatter_add: RuntimeError "index 5 is out of bounds
+    for dimension 1 with size 5")."""
+
+    def __init__(self, exc: type, template: str):
+        self.exc = exc
+        self.template = template
+
+    def error(self, index: int, size: int) -> Exception:
+        return self.exc(self.template.format(index=index, size=size))
+
+
 def disabled() -> bool:
     return _env.get_bool("STITCH_DISABLE", False)
 

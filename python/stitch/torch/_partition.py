@@ -393,7 +393,7 @@ class Partitioner:
         checks = [(scalar_ext.index(nd), v) for nd, v in b.scalar_checks]
         eager = self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
         piece = Piece(name, b.g, eager, len(tensor_ext) + len(params), checks, symbol_dims,
-                      report, d.check_grad, layouts)
+                      report, d.check_grad, layouts, b.index_errors)
         real = [m for m in members if not _is_tuple_element(m)]
         ops = [d.op_name(gm, m) for m in real]
         report.add_piece(name, ops, [d.origin(gm, m) for m in real], kernels)

@@ -8,6 +8,11 @@ inputs contiguous (Stitch takes compact tensors), pick the program for the devic
 PyTorch's current stream for CUDA tensors. Whatever Stitch cannot take runs the piece's own small
 fx module eagerly for that call, counted in the report with its reason: a backend that fails to
 compile (then the piece stops trying), or on the 1.13 path a Python int that no longer holds.
+An index out of range (a gather's, a label's) is the data's error, not Stitch's: the piece
+raises what PyTorch raises for it (IndexError "Target 5 is out of bounds." for nll_loss,
+RuntimeError "index 5 is out of bounds for dimension 1 with size 5" for gather and
+scatter_add), with Stitch's message as its cause, on every device (PyTorch's CUDA kernels
+assert instead).
 CPU tensors run on the ``cpu`` backend (``reference`` in a build without LLVM), CUDA tensors on
 ``cuda``.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -25,9 +31,16 @@ import torch.fx as fx
 import stitch as _stitch
 from stitch import StitchError, Status
 
+from ._common import IndexErrorKind
 from ._report import GraphReport
 
 log = logging.getLogger("stitch.torch")
+
+# stitch.h, STITCH_ERROR_INDEX_OUT_OF_RANGE: "graph 'G': OP 'NAME'[ (axis A)]: index V is out of
+# bounds for size N".
+_INDEX_MESSAGE = re.compile(
+    r"'(?P<name>[A-Za-z_][A-Za-z0-9_]*)'(?: \(axis \d+\))?: index (?P<index>-?\d+) is out of "
+    r"bounds for size (?P<size>\d+)")
 
 _root = threading.local()
 
@@ -62,7 +75,8 @@ class Piece:
     def __init__(self, name: str, graph: "_stitch.Graph", eager: fx.GraphModule,
                  num_tensors: int, scalar_checks: List[Tuple[int, Any]],
                  symbol_dims: Dict[str, Tuple[int, int]], report: GraphReport,
-                 check_grad: bool, layouts: List[Optional[Tuple[int, ...]]]):
+                 check_grad: bool, layouts: List[Optional[Tuple[int, ...]]],
+                 index_errors: Optional[Dict[str, IndexErrorKind]] = None):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "stitch.torch"
         self.graph = graph
@@ -77,6 +91,7 @@ class Piece:
         self.layouts = layouts if any(x is not None for x in layouts) else None
         self.programs: Dict[torch.device, "_stitch.Program"] = {}
         self.checks_args = bool(scalar_checks) or check_grad
+        self.index_errors = index_errors or {}  # check name -> what PyTorch raises
         self.lock = threading.Lock()
         self.failed: Optional[str] = None
 
@@ -108,6 +123,13 @@ class Piece:
             return type(self.eager).forward(root, *args)
         return self.eager(*args)
 
+    def _index_error(self, e: StitchError) -> Exception:
+        m = _INDEX_MESSAGE.search(e.message)
+        kind = self.index_errors.get(m.group("name")) if m else None
+        if kind is None:
+            return IndexError(e.message)
+        return kind.error(int(m.group("index")), int(m.group("size")))
+
     def _program(self, device: torch.device) -> "_stitch.Program":
         with self.lock:
             p = self.programs.get(device)
@@ -138,6 +160,8 @@ class Piece:
                 return tuple(outs)
             return tuple(o if p is None else o.permute(p) for o, p in zip(outs, self.layouts))
         except StitchError as e:
+            if e.status == Status.INDEX_OUT_OF_RANGE:
+                raise self._index_error(e) from e
             if e.status not in (Status.SHAPE_MISMATCH, Status.UNSUPPORTED):
                 # Compile or backend failures will not go away: stop trying this piece.
                 self.failed = e.message.splitlines()[0] if e.message else e.status_name
