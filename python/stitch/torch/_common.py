@@ -30,7 +30,7 @@ class Unsupported(Exception):
 
 
 def disabled() -> bool:
-    return _env.get_bool("STITCH_DISABLE", False)
+    return _env.disabled()
 
 
 class TensorMeta:

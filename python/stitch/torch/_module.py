@@ -34,6 +34,8 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
+import stitch as _stitch
+
 from . import _fx_ops
 from ._common import TensorMeta, dense_order, disabled
 from ._partition import Dialect, Partitioner
@@ -177,6 +179,9 @@ class StitchModule(nn.Module):
         return list(bound.arguments.values())
 
     def _build(self, flat: List[Any]) -> Any:
+        # The environment may have changed since optimize(): a bad value read by a piece's
+        # engine would only make the piece run eagerly.
+        _stitch.check_environment()
         gm = self._traced
         result = _Recorder(gm).run(*flat)
         sym: Dict[int, str] = {}
@@ -228,6 +233,7 @@ def optimize(module_or_fn: Callable, dynamic_dims: Sequence[int] = (0,)) -> Call
     `module_or_fn` that runs the memory-bound parts of it through Stitch (see the module note).
     ``dynamic_dims``: the input dims whose sizes may change between calls (default: the batch
     dim). With ``STITCH_DISABLE=1`` returns `module_or_fn` itself."""
+    _stitch.check_environment()  # a ValueError naming each bad STITCH_* value
     if disabled():
         import logging
         logging.getLogger("stitch.torch").info(
