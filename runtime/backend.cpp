@@ -65,6 +65,10 @@ std::string_view backendName(BackendKind b) {
 
 std::span<const std::string_view> backendChoices() { return kChoices; }
 
+std::string backendRequestFromEnv() {
+  return env::getChoice("STITCH_BACKEND", kChoices).value_or("auto");
+}
+
 Backend* backendFor(BackendKind b, std::string* why) {
   struct Slot {
     std::once_flag once;

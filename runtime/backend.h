@@ -31,6 +31,9 @@ namespace stitch::rt {
 
 // The names accepted in requests: auto, cuda, hip, cpu, reference.
 std::span<const std::string_view> backendChoices();
+// The request STITCH_BACKEND makes: one of backendChoices(), "auto" when unset. Throws
+// InvalidArgument naming the variable, the value and the choices otherwise.
+std::string backendRequestFromEnv();
 
 // Whether b can run here; when not, *why says why.
 bool backendAvailable(BackendKind b, std::string* why = nullptr);

@@ -169,6 +169,12 @@ std::optional<RemoteCacheConfig> remoteCacheConfigFromOption(std::string_view va
                     "remote_cache");
 }
 
+RemoteCacheConfig remoteCacheSettingsFromEnv() {
+  RemoteCacheConfig c;
+  settingsFromEnv(c);
+  return c;
+}
+
 bool remoteCacheAvailable() {
 #if defined(STITCH_HAVE_HIREDIS)
   return true;

@@ -92,6 +92,10 @@ std::optional<RemoteCacheConfig> remoteCacheConfigFromEnv();
 // The same for an engine option's value ("off": none), with the other settings from the
 // environment.
 std::optional<RemoteCacheConfig> remoteCacheConfigFromOption(std::string_view value);
+// The STITCH_REMOTE_CACHE_* settings alone (no server): what the two above read, with the same
+// errors. The environment check (stitch_environment_check) calls it, so that a bad setting is
+// reported while no remote layer is configured too (an engine option may configure one later).
+RemoteCacheConfig remoteCacheSettingsFromEnv();
 
 // Whether this build has a Redis client.
 bool remoteCacheAvailable();

@@ -26,7 +26,8 @@
 // else $XDG_CACHE_HOME/stitch or ~/.cache/stitch): `stats` prints what it holds against its limit
 // (STITCH_CACHE_MAX_MB), `clear` removes every entry, `prune` removes stale temporary files and
 // corrupt entries and evicts the least recently used past the limit. With STITCH_CACHE=0 there
-// is no directory to act on: exit 2.
+// is no directory to act on: exit 2. Every command first checks the STITCH_* environment
+// (stitch_environment_check): a bad value of any variable exits 2, its message on stderr.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -484,6 +485,9 @@ int mainImpl(int argc, char** argv) {
     fmt::print("stitch {}\n", stitch_version());
     return kOk;
   }
+  // Every STITCH_* variable before any work: a bad value exits 2 naming it, whether or not this
+  // command would have read it (stitch_environment_check).
+  checkEnvironment();
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "run") return cmdRun(args);

@@ -88,6 +88,29 @@ STITCH_API const char* stitch_status_string(stitch_status_t status);
 STITCH_API const char* stitch_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------
+ * The environment
+ *
+ * STITCH_* variables configure the library (README, "Environment variables"). Each is read where
+ * it takes effect, which may be late in a run or never; this call reads them all up front.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Checks every STITCH_* variable the README lists that is set (unset or empty means the default),
+ * each with the code that reads it when it is used, so the check and the use cannot disagree.
+ * Returns STITCH_OK when every value is valid; otherwise STITCH_ERROR_INVALID_ARGUMENT, and
+ * stitch_last_error() has one line per bad value naming the variable, the value and the valid
+ * values ("STITCH_FUSION=bogus is not valid; valid values: stitch, basic, off"). Paths
+ * (STITCH_CACHE_DIR, STITCH_DUMP_DIR, STITCH_LIBRARY, STITCH_CUDA_LIBRARY, STITCH_NVRTC_LIBRARY,
+ * STITCH_HIP_LIBRARY) take any value and are not opened here: a library that does not load is
+ * logged at warn level, naming the variable, the path and the loader's reason, when it is first
+ * needed. Side effects: applies STITCH_LOG_LEVEL, and warns once per process about STITCH_*
+ * variables the library does not know (a typo). Takes and allocates nothing; reads the process
+ * environment, so do not call it while another thread changes the environment.
+ * stitch_engine_create, stitch_graph_explain_plan and stitch_graph_codegen make the same check
+ * and fail the same way; the command line calls it at startup (exit 2), the Python hook when it
+ * is entered (ValueError). */
+STITCH_API stitch_status_t stitch_environment_check(void);
+
+/* ---------------------------------------------------------------------------------------------
  * Data types
  * ------------------------------------------------------------------------------------------- */
 

@@ -30,6 +30,9 @@ inline void check(stitch_status_t status) {
   if (status != STITCH_OK) throw Error(status, stitch_last_error());
 }
 
+// Checks every STITCH_* variable that is set (stitch_environment_check).
+inline void checkEnvironment() { check(stitch_environment_check()); }
+
 // Owns a handle H released by Destroy (a no-op on NULL); move-only.
 template <class H, void (*Destroy)(H)>
 class Handle {

@@ -9,6 +9,8 @@ programs) and adds only what Python callers expect:
 * Errors: every C call returning a non-zero ``stitch_status_t`` raises :class:`StitchError`,
   carrying the status (number and name) and the thread's ``stitch_last_error()`` message, read
   right after the failing call (the message is per thread and valid until the next failure).
+  A bad STITCH_* value is the caller's configuration, not a failed call: :func:`check_environment`
+  raises ``ValueError`` for it, as Python does for a bad argument.
 * Tensors: ``stitch_program_run`` takes DLPack ``DLTensor`` structs. They are built here in ctypes
   straight from the array's own description (PyTorch: ``data_ptr()``, ``shape``, ``stride()``,
   ``dtype``, ``device``; NumPy: ``__array_interface__``; CuPy and friends:
@@ -83,6 +85,7 @@ __all__ = [
     "compile",
     "library_path",
     "version",
+    "check_environment",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +215,7 @@ _st = ctypes.c_int  # stitch_status_t
 _version = _decl("stitch_version", _cstr)
 _status_string = _decl("stitch_status_string", _cstr, ctypes.c_int)
 _last_error = _decl("stitch_last_error", _cstr)
+_environment_check = _decl("stitch_environment_check", _st)
 _graph_create = _decl("stitch_graph_create", _st, _cstr, ctypes.POINTER(_p))
 _graph_destroy = _decl("stitch_graph_destroy", None, _p)
 _graph_add_input = _decl("stitch_graph_add_input", _st, _p, _cstr, ctypes.c_int,
@@ -301,6 +305,20 @@ def _check(status: int) -> None:
     if status != 0:
         # Read the message at once: it lives only until the next failing call on this thread.
         raise StitchError(status, _last_error().decode(errors="replace"))
+
+
+def check_environment() -> None:
+    """Checks every STITCH_* variable that is set (README, "Environment variables"): the
+    library's ``stitch_environment_check``, which reads each with the code that uses it, then the
+    package's own readers (STITCH_DISABLE, STITCH_HUGE_PAGES). Raises ``ValueError`` naming each
+    bad variable, its value and the valid values (one line each). The PyTorch hook calls it when
+    it is entered; a variable read only when it takes effect would otherwise fail a piece (which
+    then runs eagerly) or go unnoticed."""
+    status = _environment_check()
+    if status == Status.INVALID_ARGUMENT:
+        raise ValueError(_last_error().decode(errors="replace"))
+    _check(status)
+    _env.check()
 
 
 def _enc(s: Optional[str]) -> Optional[bytes]:
@@ -938,7 +956,7 @@ _HUGE_OUTPUT_BYTES = 32 << 20
 
 def _huge_pages_wanted() -> bool:
     """STITCH_HUGE_PAGES (default on), on Linux, where Python's mmap can advise."""
-    if not sys.platform.startswith("linux") or not _env.get_bool("STITCH_HUGE_PAGES", True):
+    if not sys.platform.startswith("linux") or not _env.huge_pages():
         return False
     return hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
 

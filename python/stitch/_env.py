@@ -1,14 +1,23 @@
-"""STITCH_* environment toggles read by the Python package.
+"""STITCH_* environment toggles read by the Python package, and the check of all of them.
 
 Booleans follow the library's one parser (src/support/env.h): 1/true/yes/on and 0/false/no/off,
 case-insensitive; unset or empty is the default; anything else is an error listing them, as an
 unknown value of any toggle is.
+
+The package reads two variables of its own, STITCH_DISABLE (the PyTorch hook) and
+STITCH_HUGE_PAGES (``Program.run_torch``'s host outputs); the library reads the rest. The README's
+table lists them all, and ``stitch.check_environment()`` checks them all: the library's
+``stitch_environment_check`` (each variable read by the code that uses it, these two included
+with the same rules), then :func:`check` here, the readers the package itself uses.
 """
 
 import os
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+
+DISABLE = "STITCH_DISABLE"
+HUGE_PAGES = "STITCH_HUGE_PAGES"
 
 
 def parse_bool(text: str):
@@ -31,3 +40,19 @@ def get_bool(name: str, default: bool) -> bool:
         raise ValueError(f"{name}={value} is not valid; valid values: {', '.join(_TRUE)} (true), "
                          f"{', '.join(_FALSE)} (false)")
     return b
+
+
+def disabled() -> bool:
+    """STITCH_DISABLE (default off): the PyTorch hook leaves its argument to PyTorch."""
+    return get_bool(DISABLE, False)
+
+
+def huge_pages() -> bool:
+    """STITCH_HUGE_PAGES (default on): large host outputs get a huge-page mapping."""
+    return get_bool(HUGE_PAGES, True)
+
+
+def check() -> None:
+    """Reads the package's own variables as their users do; ValueError on a bad value."""
+    disabled()
+    huge_pages()

@@ -193,3 +193,35 @@ def test_optimize_returns_a_module_sharing_the_originals_state():
         assert m.fc.weight.abs().sum() > 0
         torch.testing.assert_close(clone(x), clone.original(x))
         torch.testing.assert_close(opt(x), m(x))
+
+
+def test_a_piece_that_fails_in_stitch_is_reported_and_logged(monkeypatch, caplog):
+    """A piece whose program fails for good runs eagerly from then on: the results stay right, the
+    report stops counting its ops as replaced and says why on its row and in its first line, and
+    a warning says it once."""
+    import stitch
+
+    def broken(self, graph):
+        raise stitch.StitchError(stitch.Status.COMPILE, "injected: the compiler crashed\nlog...")
+
+    monkeypatch.setattr(stitch.Engine, "compile", broken)
+    torch.manual_seed(6)
+    m = MLP().eval()
+    opt = st.optimize(m)
+    with caplog.at_level(logging.INFO, logger="stitch.torch"), torch.no_grad():
+        for b in BATCHES:
+            x = torch.randn(b, 16)
+            torch.testing.assert_close(opt(x), m(x), rtol=1e-5, atol=1e-5)
+    r = opt.stitch_report
+    assert len(r.pieces) == 2 and all(p["failed"] == "injected: the compiler crashed"
+                                      for p in r.pieces), r.pieces
+    assert r.replaced_ops == 0 and r.replaced() == [] and r.programs == 0 and r.kernels == 0
+    assert r.eager_ops == sum(len(p["ops"]) for p in r.pieces) > 0
+    text = str(r)
+    assert "0 of %d ops in Stitch" % r.total_ops in text, text
+    assert "%d op(s) of 2 failed piece(s) run eagerly" % r.eager_ops in text, text
+    assert text.count("FAILED, runs eagerly: injected: the compiler crashed") == 2, text
+    warnings = [rec for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(warnings) == 2, [rec.getMessage() for rec in warnings]  # once per piece
+    assert all("run eagerly from now on: injected: the compiler crashed" in w.getMessage()
+               for w in warnings), [w.getMessage() for w in warnings]

@@ -11,7 +11,6 @@
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/thread_pool.h"
-#include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -47,11 +46,6 @@ HostTarget hostTargetOf(const OrcJit& jit) {
 
 HostCompileOptions hostOptionsOf(const OrcJit& jit) {
   return HostCompileOptions{jit.optLevel(), jit.mathLibrary()};
-}
-
-int64_t hostStreamingStoreBytes(const HostProfile& profile) {
-  if (!env::getBool("STITCH_CPU_STREAMING_STORES", true)) return 0;
-  return profile.l3Bytes > 0 ? 2 * profile.l3Bytes : int64_t{64} << 20;
 }
 
 HostCompiler& HostCompiler::instance() {

@@ -25,6 +25,7 @@
 
 #include "runtime/artifact.h"
 #include "runtime/cpu/cpu_kernel.h"
+#include "runtime/cpu/host_profile.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/target.h"
 
@@ -38,10 +39,6 @@ class OrcJit;
 // The target and options of a JIT.
 HostTarget hostTargetOf(const OrcJit& jit);
 HostCompileOptions hostOptionsOf(const OrcJit& jit);
-// HostCompileOptions::streamingStoreBytes for a machine: twice its last-level cache (64 MiB when
-// the profile does not know it), so that a phase streams only when its own traffic would have
-// pushed its outputs out of the cache anyway; 0 (never) with STITCH_CPU_STREAMING_STORES=0.
-int64_t hostStreamingStoreBytes(const HostProfile& profile);
 
 // Host compilation state: a JIT and its kernel cache. Throws Compile if the JIT cannot be made.
 class HostCompiler {

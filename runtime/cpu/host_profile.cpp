@@ -16,6 +16,7 @@
 
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/profile_text.h"
+#include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
 
@@ -245,6 +246,11 @@ HostProfile probeHostProfile(int threads, const HostTarget& host) {
                                             [&] { return measureHostCopyBandwidth(machine); });
   if (!shared) layers->publish(key, EntryKind::MachineProfile);
   return p;
+}
+
+int64_t hostStreamingStoreBytes(const HostProfile& profile) {
+  if (!env::getBool(kStreamingStoresEnv, true)) return 0;
+  return profile.l3Bytes > 0 ? 2 * profile.l3Bytes : int64_t{64} << 20;
 }
 
 }  // namespace stitch::rt::cpu

@@ -75,4 +75,13 @@ double measureHostCopyBandwidth(const HostProfile& queried);
 // from the disk cache of the environment (STITCH_CACHE, STITCH_CACHE_DIR).
 HostProfile probeHostProfile(int threads, const HostTarget& host);
 
+// STITCH_CPU_STREAMING_STORES: whether host kernels may write large outputs with non-temporal
+// stores (runtime/cpu/streaming_stores.h).
+inline constexpr const char* kStreamingStoresEnv = "STITCH_CPU_STREAMING_STORES";
+// HostCompileOptions::streamingStoreBytes for a machine: twice its last-level cache (64 MiB when
+// the profile does not know it), so that a phase streams only when its own traffic would have
+// pushed its outputs out of the cache anyway; 0 (never) with STITCH_CPU_STREAMING_STORES=0.
+// Throws InvalidArgument on a bad value of the variable.
+int64_t hostStreamingStoreBytes(const HostProfile& profile);
+
 }  // namespace stitch::rt::cpu

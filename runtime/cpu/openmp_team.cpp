@@ -42,11 +42,13 @@ int visit(dl_phdr_info* info, size_t, void* data) {
 }
 
 bool enabled() {
-  static const bool on = env::getBool(kOpenMpEnv, true);
+  static const bool on = openMpFromEnv();
   return on;
 }
 
 }  // namespace
+
+bool openMpFromEnv() { return env::getBool(kOpenMpEnv, true); }
 
 GompParallelFn loadedOpenMp() {
   static std::atomic<GompParallelFn> found{nullptr};

@@ -24,6 +24,8 @@ namespace stitch::rt::cpu {
 // STITCH_CPU_OPENMP: "0" keeps the pool's own threads even when OpenMP is loaded; "1" or unset:
 // use a loaded OpenMP runtime.
 inline constexpr const char* kOpenMpEnv = "STITCH_CPU_OPENMP";
+// The value of STITCH_CPU_OPENMP (a boolean, default on); throws InvalidArgument on a bad value.
+bool openMpFromEnv();
 
 // GOMP_parallel(fn, data, num_threads, flags): runs fn(data) on a team of num_threads threads
 // (the caller among them) and returns when all are done.

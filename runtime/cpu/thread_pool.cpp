@@ -51,9 +51,8 @@ int parseNumThreads(std::string_view text) {
   const char* last = first + text.size();
   auto [ptr, ec] = std::from_chars(first, last, n);
   bool ok = !text.empty() && ec == std::errc() && ptr == last && n >= 1 && n <= kMaxThreads;
-  STITCH_CHECK(ok, ErrorCode::InvalidArgument,
-               "{}={} is not valid; expected a positive integer (at most {})", kNumThreadsEnv, text,
-               kMaxThreads);
+  if (!ok)
+    env::throwInvalid(kNumThreadsEnv, text, fmt::format("an integer from 1 to {}", kMaxThreads));
   return static_cast<int>(n);
 }
 
@@ -69,9 +68,9 @@ std::chrono::microseconds parseSpinMicros(std::string_view text) {
   const char* last = first + text.size();
   auto [ptr, ec] = std::from_chars(first, last, n);
   bool ok = !text.empty() && ec == std::errc() && ptr == last && n >= 0 && n <= kMaxSpinMicros;
-  STITCH_CHECK(ok, ErrorCode::InvalidArgument,
-               "{}={} is not valid; expected microseconds from 0 to {}", kSpinEnv, text,
-               kMaxSpinMicros);
+  if (!ok)
+    env::throwInvalid(kSpinEnv, text,
+                      fmt::format("an integer from 0 to {} (microseconds)", kMaxSpinMicros));
   return std::chrono::microseconds(n);
 }
 

@@ -16,8 +16,11 @@ namespace stitch::rt::gpu {
 class DynamicLibrary {
  public:
   // Opens the first of `candidates` that dlopen accepts (RTLD_NOW | RTLD_LOCAL). When the
-  // environment variable `overrideVar` is set, its value is the only path tried. Returns nullptr
-  // when nothing opens, with *why naming every path tried and dlerror's reason for each.
+  // environment variable `overrideVar` is set, its value is the only path tried, and a failure to
+  // open it is also logged at warn level (naming the variable, the path and dlerror's reason),
+  // since a caller may go on without the library (backend auto). Returns nullptr when nothing
+  // opens, with *why naming every path tried and dlerror's reason for each. Callers open each
+  // library once per process, so the warning comes once.
   static std::unique_ptr<DynamicLibrary> open(const char* overrideVar,
                                               std::span<const char* const> candidates,
                                               std::string* why);

@@ -24,6 +24,34 @@ constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llv
 
 }  // namespace
 
+namespace stitch::api {
+
+DumpSettings dumpFromEnv() {
+  DumpSettings d;
+  if (auto dump = env::get("STITCH_DUMP")) {
+    std::string item;
+    std::stringstream list(*dump);
+    while (std::getline(list, item, ',')) {
+      const std::string valid = "a comma list of " + env::joinChoices(kDumpChoices);
+      // DESIGN.md lists ptx, but NVRTC compiles straight to cubin: a ptx dump would be a
+      // second compile of different code, so it is not offered rather than faked.
+      if (item == "ptx")
+        env::throwInvalid("STITCH_DUMP", *dump,
+                          valid +
+                              " (ptx dumps are not built: NVRTC compiles straight to cubin; "
+                              "`source` writes the CUDA C++ it compiles)");
+      if (std::find(kDumpChoices.begin(), kDumpChoices.end(), item) == kDumpChoices.end())
+        env::throwInvalid("STITCH_DUMP", *dump,
+                          fmt::format("{} ('{}' is none of them)", valid, item));
+      (item == "plan" ? d.plan : item == "source" ? d.source : d.llvm) = true;
+    }
+  }
+  d.dir = env::get("STITCH_DUMP_DIR").value_or(".");
+  return d;
+}
+
+}  // namespace stitch::api
+
 extern "C" {
 
 stitch_status_t stitch_engine_create(const char* const* keys, const char* const* values,
@@ -34,8 +62,11 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     STITCH_API_REQUIRE(values);
   }
   STITCH_API_GUARD({
+    // Every variable, not only the engine's own: a bad value anywhere is reported here, before
+    // any work, rather than whenever (or whether) the setting is first needed.
+    api::checkEnvironment();
     configureLoggingFromEnv();
-    std::string backend = env::getChoice("STITCH_BACKEND", rt::backendChoices()).value_or("auto");
+    std::string backend = rt::backendRequestFromEnv();
     auto config = std::make_shared<api::EngineConfig>();
     config->fusion = fusion::modeFromEnv();
     std::optional<std::optional<rt::RemoteCacheConfig>> remote;  // set: the option was given
@@ -51,20 +82,7 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     if (remote)
       if (rt::PersistentLayers* layers = config->backend->persistentLayers())
         layers->setRemote(*remote ? rt::RemoteCache::shared(**remote) : nullptr);
-    if (auto dump = env::get("STITCH_DUMP")) {
-      std::string item;
-      std::stringstream list(*dump);
-      while (std::getline(list, item, ',')) {
-        STITCH_CHECK(
-            std::find(kDumpChoices.begin(), kDumpChoices.end(), item) != kDumpChoices.end(),
-            ErrorCode::InvalidArgument, "STITCH_DUMP={}: '{}' is not valid; valid values: {}",
-            *dump, item, env::joinChoices(kDumpChoices));
-        (item == "plan"     ? config->dumpPlan
-         : item == "source" ? config->dumpSource
-                            : config->dumpLlvm) = true;
-      }
-    }
-    config->dumpDir = env::get("STITCH_DUMP_DIR").value_or(".");
+    config->dump = api::dumpFromEnv();
     log().debug("engine created: backend {} (requested {}), fusion {}", config->backend->name(),
                 backend, fusion::modeName(config->fusion));
     *out = api::publish(new stitch_engine_s{std::move(config)});

@@ -43,16 +43,30 @@ int64_t enumValue(const E& e) {
 ir::DType toDType(int64_t value);
 inline ir::DType toDType(stitch_dtype_t t) { return toDType(enumValue(t)); }
 
+// What STITCH_DUMP asks each program to write for each new input signature, and where
+// (STITCH_DUMP_DIR).
+struct DumpSettings {
+  bool plan = false;      // STITCH_DUMP contains "plan"
+  bool source = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
+  bool llvm = false;      // ... "llvm": LLVM IR of each kernel (cpu backend)
+  std::string dir = ".";  // STITCH_DUMP_DIR
+};
+// Reads STITCH_DUMP (a comma list of plan, source, llvm) and STITCH_DUMP_DIR. Throws
+// InvalidArgument naming the variable, the bad item and the valid ones; `ptx`, which DESIGN.md
+// names, is refused with the reason (NVRTC compiles to cubin: there is no PTX to write).
+DumpSettings dumpFromEnv();
+
+// Checks every variable of the environment table (support/env.h) with the reader that uses it
+// (api_environment.cpp); throws InvalidArgument naming every bad value, one per line.
+void checkEnvironment();
+
 // The resolved configuration of an engine. Immutable once made, so engines and the programs that
 // share it are safe to use from several threads.
 struct EngineConfig {
   rt::Backend* backend = nullptr;  // process-wide (runtime/backend.h): never null once made
   fusion::Mode fusion = fusion::Mode::Stitch;
-  int planCandidate = 0;      // "plan_candidate": 0, the planner's pick
-  bool dumpPlan = false;      // STITCH_DUMP contains "plan"
-  bool dumpSource = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
-  bool dumpLlvm = false;      // ... "llvm": LLVM IR of each kernel (cpu backend)
-  std::string dumpDir = ".";  // STITCH_DUMP_DIR
+  int planCandidate = 0;  // "plan_candidate": 0, the planner's pick
+  DumpSettings dump;
 };
 
 // Writes text into buf as the C API's string outputs do: NUL-terminated, truncated to capacity;

@@ -64,7 +64,8 @@ PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target,
                            const driver::Options& options, const char* const* symbols,
                            const int64_t* sizes, size_t n, driver::Stage stage) {
   // Planning without an engine (stitch plan, stitch codegen) honours STITCH_LOG_LEVEL too, and
-  // reports a bad value as engine creation does.
+  // reports a bad value of any variable as engine creation does.
+  checkEnvironment();
   configureLoggingFromEnv();
   ir::verify(g);
   PlannedGraph p;

@@ -106,13 +106,13 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
   const api::EngineConfig& c = *p.config;
   const uint64_t h = fnv1a64(key);
   auto write = [&](const char* what, const std::string& suffix, const std::string& text) {
-    std::string path = fmt::format("{}/{}.{:016x}.{}", c.dumpDir, p.graph.name(), h, suffix);
+    std::string path = fmt::format("{}/{}.{:016x}.{}", c.dump.dir, p.graph.name(), h, suffix);
     std::ofstream f(path);
     f << text;
     if (!f) log().warn("STITCH_DUMP={}: cannot write {}", what, path);
     else log().info("STITCH_DUMP={}: wrote {}", what, path);
   };
-  if (c.dumpPlan) {
+  if (c.dump.plan) {
     // Which shape class each kernel ran as (lower/size_args.h): its code's key, shared by every
     // signature of the class, and the size arguments this signature passes it.
     std::string classes;
@@ -143,14 +143,14 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
     switch (code.language) {
       case rt::CodeLanguage::Cuda:
       case rt::CodeLanguage::Hip:
-        if (c.dumpSource)
+        if (c.dump.source)
           write(
               "source",
               fmt::format("kernel{}.{}", i, code.language == rt::CodeLanguage::Hip ? "hip" : "cu"),
               code.text);
         break;
       case rt::CodeLanguage::LlvmIr:
-        if (c.dumpLlvm) write("llvm", fmt::format("kernel{}.ll", i), code.text);
+        if (c.dump.llvm) write("llvm", fmt::format("kernel{}.ll", i), code.text);
         break;
     }
   }
@@ -193,7 +193,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   rt::PersistentLayers* layers = oracle ? nullptr : backend.persistentLayers();
   std::optional<rt::CacheKey> entry;
   if (layers) entry = driver::programEntryKey(p.optimized, sig, backend.target(), options);
-  if (entry && !(c.dumpPlan || c.dumpSource || c.dumpLlvm)) {
+  if (entry && !(c.dump.plan || c.dump.source || c.dump.llvm)) {
     if (std::optional<rt::ProgramArtifact> artifact =
             warmArtifact(*layers, *entry, p.graph.name())) {
       log().debug("graph {}: signature {} from its program entry ({} kernels)", p.graph.name(), key,

@@ -14,7 +14,9 @@ namespace stitch::env {
 
 namespace {
 
-// Every variable Stitch reads, C++ and Python alike (keep the README's list in step).
+// Every variable Stitch reads, C++ and Python alike: the README's table lists the same names
+// (tests/support/test_env.cpp checks both ways), and stitch_environment_check reads each with the
+// code that uses it (src/api/api_environment.cpp, which must name every one).
 constexpr Variable kVariables[] = {
     {"STITCH_LOG_LEVEL", "trace, debug, info, warn, error, critical, off"},
     {"STITCH_BACKEND", "auto, cuda, hip, cpu, reference"},
@@ -22,9 +24,9 @@ constexpr Variable kVariables[] = {
     {"STITCH_CACHE", "a boolean"},
     {"STITCH_CACHE_DIR", "a directory"},
     {"STITCH_CACHE_MAX_MB", "an integer from 1 to 17592186044415 (MiB)"},
-    {"STITCH_DUMP", "a comma list of plan, source, llvm"},
+    {"STITCH_DUMP", "a comma list of plan, source, llvm (ptx is not built)"},
     {"STITCH_DUMP_DIR", "a directory"},
-    {"STITCH_NUM_THREADS", "a positive integer"},
+    {"STITCH_NUM_THREADS", "an integer from 1 to 4096"},
     {"STITCH_SPIN_US", "an integer from 0 to 100000 (microseconds)"},
     {"STITCH_CPU_OPENMP", "a boolean"},
     {"STITCH_CPU_STREAMING_STORES", "a boolean"},
@@ -114,8 +116,12 @@ std::optional<std::string> getChoice(const char* name, std::span<const std::stri
   if (!v) return std::nullopt;
   for (std::string_view c : choices)
     if (c == *v) return v;
+  throwInvalid(name, *v, joinChoices(choices));
+}
+
+void throwInvalid(std::string_view name, std::string_view value, std::string_view valid) {
   throwError(ErrorCode::InvalidArgument,
-             fmt::format("{}={} is not valid; valid values: {}", name, *v, joinChoices(choices)));
+             fmt::format("{}={} is not valid; valid values: {}", name, value, valid));
 }
 
 std::optional<bool> parseBool(std::string_view text) {
@@ -129,9 +135,8 @@ bool getBool(const char* name, bool fallback) {
   auto v = get(name);
   if (!v) return fallback;
   if (auto b = parseBool(*v)) return *b;
-  throwError(ErrorCode::InvalidArgument,
-             fmt::format("{}={} is not valid; valid values: {} (true), {} (false)", name, *v,
-                         joinChoices(kTrue), joinChoices(kFalse)));
+  throwInvalid(name, *v,
+               fmt::format("{} (true), {} (false)", joinChoices(kTrue), joinChoices(kFalse)));
 }
 
 int64_t getInt(const char* name, int64_t min, int64_t max, int64_t fallback) {
@@ -140,9 +145,7 @@ int64_t getInt(const char* name, int64_t min, int64_t max, int64_t fallback) {
   int64_t n = 0;
   auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (ec != std::errc() || end != v->data() + v->size() || n < min || n > max)
-    throwError(ErrorCode::InvalidArgument,
-               fmt::format("{}={} is not valid; valid values: an integer from {} to {}", name, *v,
-                           min, max));
+    throwInvalid(name, *v, fmt::format("an integer from {} to {}", min, max));
   return n;
 }
 

@@ -2,9 +2,11 @@
 //
 // Every toggle is read through here so that an unknown value is always an error that lists the
 // valid ones (DESIGN.md, "Environment toggles"), never a silent default, and so that one table
-// (kVariables in env.cpp, listed in the README) names every variable Stitch reads. A STITCH_*
-// variable that is not in the table is most likely a typo (STITCH_BACKNED=cuda): the first read
-// of any toggle warns once per process, naming the unknown variables and the known ones. The
+// (kVariables in env.cpp, listed in the README) names every variable Stitch reads. Each variable
+// is read where it takes effect; stitch_environment_check (src/api/api_environment.cpp) reads
+// them all up front with those same readers, so that a bad value is reported before any work. A
+// STITCH_* variable that is not in the table is most likely a typo (STITCH_BACKNED=cuda): the first
+// read of any toggle warns once per process, naming the unknown variables and the known ones. The
 // prefixes STITCH_TEST_, STITCH_BENCH_ and STITCH_CI_ belong to the project's own test,
 // benchmark and CI harnesses and are not reported.
 //
@@ -51,5 +53,11 @@ std::vector<std::string> unknownVariables();
 
 // Joins choices as "a, b, c" for error messages.
 std::string joinChoices(std::span<const std::string_view> choices);
+
+// Throws InvalidArgument "NAME=VALUE is not valid; valid values: VALID". Every reader of a
+// variable reports a bad value through here (or the helpers above, which do), so that every
+// message names the variable, the value and what would have been accepted, in the same words.
+[[noreturn]] void throwInvalid(std::string_view name, std::string_view value,
+                               std::string_view valid);
 
 }  // namespace stitch::env

@@ -52,10 +52,8 @@ void parallelForEach(size_t n, int threads, const std::function<void(size_t)>& f
 int parseCompileThreads(std::string_view text) {
   int v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  STITCH_CHECK(ec == std::errc() && end == text.data() + text.size() && v >= 1 && v <= 256,
-               ErrorCode::InvalidArgument,
-               "{}={} is not valid; valid values: an integer from 1 to 256", kCompileThreadsEnv,
-               text);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 256)
+    env::throwInvalid(kCompileThreadsEnv, text, "an integer from 1 to 256");
   return v;
 }
 

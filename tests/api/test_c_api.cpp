@@ -208,7 +208,8 @@ TEST(CApi, FusionIsAnEngineOption) {
   EXPECT_EQ(stitch_engine_create(twice, v, 2, &e), STITCH_ERROR_INVALID_ARGUMENT);
   setenv("STITCH_DUMP", "plan,ptx", 1);
   EXPECT_EQ(stitch_engine_create(nullptr, nullptr, 0, &e), STITCH_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("valid values: plan, source, llvm"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("valid values: a comma list of plan, source, llvm"), std::string::npos)
+      << lastError();
   unsetenv("STITCH_DUMP");
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -11,11 +12,11 @@ namespace stitch::clitest {
 
 struct Result {
   int code = -1;
-  std::string out;  // stdout and stderr together
+  std::string out;  // stdout and stderr together (runCli), or stdout only (runCliSplit)
 };
 
-inline Result runCli(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " " + STITCH_CLI_PATH + " " + args + " 2>&1";
+// Runs a shell command line; its exit code and its stdout.
+inline Result runShell(const std::string& cmd) {
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -25,6 +26,34 @@ inline Result runCli(const std::string& args, const std::string& env = "") {
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+inline Result runCli(const std::string& args, const std::string& env = "") {
+  return runShell(env + " " + STITCH_CLI_PATH + " " + args + " 2>&1");
+}
+
+// As runCli, with stderr kept apart: `out` is stdout only, `err` stderr.
+struct SplitResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline SplitResult runCliSplit(const std::string& args, const std::string& env = "") {
+  char errPath[] = "/tmp/stitch_cli_stderr_XXXXXX";
+  const int fd = mkstemp(errPath);
+  if (fd < 0) return {};
+  close(fd);
+  Result r = runShell(env + " " + STITCH_CLI_PATH + " " + args + " 2>" + errPath);
+  SplitResult s{r.code, std::move(r.out), ""};
+  if (FILE* f = std::fopen(errPath, "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.err.append(buf, n);
+    std::fclose(f);
+  }
+  std::remove(errPath);
+  return s;
 }
 
 }  // namespace stitch::clitest

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <string>
 
 #include "support/env.h"
@@ -58,6 +61,33 @@ TEST(Env, TheTableNamesEachVariableOnce) {
     EXPECT_TRUE(vars[i].name.starts_with("STITCH_")) << vars[i].name;
     for (size_t j = 0; j < i; ++j) EXPECT_NE(vars[i].name, vars[j].name);
   }
+}
+
+// The README's table of variables ("Environment variables") and the library's are the same list,
+// both ways: a variable Stitch reads is documented, a documented one is known (not warned about as
+// a typo) and checked by stitch_environment_check.
+TEST(Env, TheReadmeListsEveryVariableAndNoOther) {
+  std::ifstream in(std::string(STITCH_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found under " << STITCH_SOURCE_DIR;
+  std::string line;
+  bool inSection = false;
+  std::set<std::string> documented;
+  const std::regex name("`(STITCH_[A-Z0-9_]+)`");
+  while (std::getline(in, line)) {
+    if (line.starts_with("## ")) inSection = line == "## Environment variables";
+    // Rows of the table: the first cell names the variable(s).
+    if (!inSection || !line.starts_with("| `STITCH_")) continue;
+    const std::string first = line.substr(0, line.find('|', 1));
+    for (std::sregex_iterator it(first.begin(), first.end(), name), end; it != end; ++it)
+      documented.insert((*it)[1]);
+  }
+  std::set<std::string> known;
+  for (const Variable& v : knownVariables()) known.insert(std::string(v.name));
+  for (const std::string& k : known)
+    EXPECT_TRUE(documented.count(k)) << k << " is read by Stitch but not in the README's table";
+  for (const std::string& d : documented)
+    EXPECT_TRUE(known.count(d)) << d << " is in the README's table but not in support/env.cpp";
+  EXPECT_GE(documented.size(), 20u);
 }
 
 }  // namespace

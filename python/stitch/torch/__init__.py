@@ -21,7 +21,11 @@ Layout of the package, down the data flow:
                 _report (what was replaced, what fell back and why)
 
 ``STITCH_DISABLE=1`` makes ``optimize`` return its argument untouched and the compile backend
-return the graph unchanged. Partition decisions are logged at INFO on the ``stitch.torch`` logger.
+return the graph unchanged. Every STITCH_* variable is checked when the hook is entered (the
+backend when Dynamo hands it a graph; ``optimize`` when called and at the first call): a bad value
+raises ``ValueError`` naming it (``stitch.check_environment``). Partition decisions are logged at
+INFO on the ``stitch.torch`` logger, a piece that fails in Stitch (and runs eagerly from then on)
+at WARNING.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class IndexErrorKind:
 
 
 def disabled() -> bool:
-    return _env.get_bool("STITCH_DISABLE", False)
+    return _env.disabled()
 
 
 class TensorMeta:

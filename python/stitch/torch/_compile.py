@@ -35,6 +35,8 @@ from typing import Any, Dict, List
 import torch
 import torch.fx as fx
 
+import stitch
+
 from ._aten_ops import TABLE
 from ._common import TensorMeta, dense_order, disabled
 from ._partition import Dialect, Partitioner
@@ -204,8 +206,32 @@ def partition(joint: fx.GraphModule, joint_inputs, **kwargs):
 _graph_ids = itertools.count()
 
 
+def _dynamo_passes_through(error: ValueError) -> Exception:
+    """`error` as an exception Dynamo re-raises unchanged from a backend. Dynamo wraps what a
+    backend raises in BackendCompilerFailed (a RuntimeError) except its ShortenTraceback family,
+    which it re-raises as is; a bad STITCH_* value is the user's configuration, so the user gets
+    the ValueError the README promises, through a subclass that is also Dynamo's. Where Dynamo
+    has no such class (or it changed shape), the plain ValueError, wrapped by Dynamo."""
+    try:
+        from torch._dynamo.exc import ShortenTraceback
+
+        class InvalidEnvironment(ValueError, ShortenTraceback):
+            def __init__(self, message: str):
+                ShortenTraceback.__init__(self, message, first_useful_frame=None)
+
+        return InvalidEnvironment(str(error))
+    except (ImportError, TypeError):
+        return error
+
+
 def backend(gm: fx.GraphModule, example_inputs: List[Any]):
     """The "stitch" backend of torch.compile."""
+    try:
+        # Every STITCH_* variable, before anything reads one: a bad value read later (by an
+        # engine, at a piece's first call) would only make the piece run eagerly.
+        stitch.check_environment()
+    except ValueError as e:
+        raise _dynamo_passes_through(e) from None
     if disabled():
         return gm.forward
     from torch._dynamo.backends.common import aot_autograd

@@ -20,6 +20,21 @@ children (the same dicts): it can be assigned into a parent, saved and loaded wi
 rewritten graph runs with the StitchModule as ``self``, so ``self.fc.weight`` is looked up live).
 A piece runs eagerly when autograd needs its graph (Stitch programs have no backward here; that is
 what torch.compile's path is for). A change of ``training`` runs the original module.
+
+Attributes the graph reads. Every ``get_attr`` and ``call_module`` target of the traced graph is
+read through the StitchModule, at the first call (the recording run) as at every later one, so
+that each call sees the module as it is then. A target resolves, by its first name, to
+  * the shared parameters, buffers and children: live, as above (a buffer replaced or registered
+    after tracing included);
+  * a tensor constant the trace made: a tensor the forward computes from no input (a causal mask
+    ``torch.ones(n, n).tril()`` from sizes in attributes) is evaluated once by ``symbolic_trace``,
+    which stores it on the traced module as ``_tensor_constant0`` and, as a side effect, on the
+    original module too. ``optimize`` takes those attributes off the original (leaving it as it
+    was) and keeps them on the StitchModule, where ``to``/``cuda``/``half`` move and cast them as
+    they do buffers and a deep copy copies them; they are not state (no ``state_dict`` key), as in
+    fx's own GraphModule;
+  * any other attribute of the original (a tensor kept as a plain attribute, not a buffer): read
+    from the original at every call.
 """
 
 from __future__ import annotations
@@ -33,6 +48,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 import torch.fx as fx
 import torch.nn as nn
+
+import stitch as _stitch
 
 from . import _fx_ops
 from ._common import TensorMeta, dense_order, disabled
@@ -114,10 +131,30 @@ def _recorded(value: Any) -> Any:
 
 
 class _Recorder(fx.Interpreter):
+    """Runs the traced graph once, recording every node's result. Attributes are read from
+    `root` (the StitchModule, whose attributes are the module's as it is now), not from the
+    traced module, which holds what the attributes were at tracing."""
+
+    def __init__(self, gm: fx.GraphModule, root: nn.Module):
+        super().__init__(gm)
+        self._stitch_root = root
+
+    def fetch_attr(self, target: str) -> Any:
+        obj = self._stitch_root
+        for atom in target.split("."):
+            obj = getattr(obj, atom)
+        return obj
+
     def run_node(self, n: fx.Node) -> Any:
         result = super().run_node(n)
         n.meta["stitch"] = _recorded(result)
         return result
+
+
+def _read_names(gm: fx.GraphModule) -> List[str]:
+    """The first names of every attribute and submodule the graph reads."""
+    return sorted({n.target.split(".")[0] for n in gm.graph.nodes
+                   if n.op in ("get_attr", "call_module")})
 
 
 def _name_dims(m: Any, sym: Dict[int, str]) -> None:
@@ -130,8 +167,10 @@ class StitchModule(nn.Module):
     """What ``optimize`` returns for an nn.Module (see the module note)."""
 
     def __init__(self, original: Callable, gm: fx.GraphModule, dynamic_dims: Sequence[int],
-                 positional_only: bool = False):
+                 positional_only: bool = False, constants: Optional[Dict[str, Any]] = None):
         super().__init__()
+        constants = dict(constants or {})
+        from_original: List[str] = []
         if isinstance(original, nn.Module):
             # The same dicts: state, children and their changes are the original's.
             self._parameters = original._parameters
@@ -139,6 +178,20 @@ class StitchModule(nn.Module):
             self._modules = original._modules
             self._non_persistent_buffers_set = original._non_persistent_buffers_set
             self.training = original.training
+            shared = (original._parameters, original._buffers, original._modules)
+            for name in _read_names(gm):
+                if name in constants or any(name in d for d in shared):
+                    continue
+                if hasattr(original, name):
+                    from_original.append(name)
+                else:  # on the traced module only: a constant that tracing did not put back
+                    constants[name] = getattr(gm, name)
+        # Constants live in __dict__, where the graph's `self._tensor_constant0` finds them at
+        # the cost of a plain attribute read; _apply keeps them on the module's device and dtype.
+        for name, value in constants.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_constant_names", tuple(sorted(constants)))
+        object.__setattr__(self, "_from_original", frozenset(from_original))
         object.__setattr__(self, "original", original)
         object.__setattr__(self, "stitch_report", GraphReport("module"))
         object.__setattr__(self, "_traced", gm)
@@ -156,6 +209,24 @@ class StitchModule(nn.Module):
         object.__setattr__(self, "_positional_only", positional_only or sig is None)
         if not isinstance(original, nn.Module):
             functools.update_wrapper(self, target, updated=())
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when normal lookup fails: the shared dicts (nn.Module's lookup), then the
+        # original's other attributes the graph reads, live.
+        d = self.__dict__
+        if name in d.get("_from_original", ()):
+            return getattr(d["original"], name)
+        return super().__getattr__(name)
+
+    def _apply(self, fn, *args, **kwargs):
+        # The shared parameters, buffers and children as nn.Module does; the trace's tensor
+        # constants as buffers are (moved by .to()/.cuda(), floats cast by .half(), ...).
+        result = super()._apply(fn, *args, **kwargs)
+        for name in self._constant_names:
+            value = self.__dict__[name]
+            if isinstance(value, torch.Tensor):
+                object.__setattr__(self, name, fn(value))
+        return result
 
     def __deepcopy__(self, memo):
         # nn.Module's deepcopy copies __dict__; the shared dicts stay shared in the copy because
@@ -177,8 +248,12 @@ class StitchModule(nn.Module):
         return list(bound.arguments.values())
 
     def _build(self, flat: List[Any]) -> Any:
+        # The environment may have changed since optimize(): a bad value read by a piece's
+        # engine would only make the piece run eagerly.
+        _stitch.check_environment()
         gm = self._traced
-        result = _Recorder(gm).run(*flat)
+        root = self if isinstance(self.original, nn.Module) else gm
+        result = _Recorder(gm, root).run(*flat)
         sym: Dict[int, str] = {}
         for n in gm.graph.nodes:
             m = n.meta.get("stitch")
@@ -188,7 +263,6 @@ class StitchModule(nn.Module):
                         sym[m.sizes[d]] = "s%d" % len(sym)
         for n in gm.graph.nodes:
             _name_dims(n.meta.get("stitch"), sym)
-        root = self if isinstance(self.original, nn.Module) else gm
 
         def param_meta(target: str) -> TensorMeta:
             t = root.get_parameter(target)
@@ -228,13 +302,22 @@ def optimize(module_or_fn: Callable, dynamic_dims: Sequence[int] = (0,)) -> Call
     `module_or_fn` that runs the memory-bound parts of it through Stitch (see the module note).
     ``dynamic_dims``: the input dims whose sizes may change between calls (default: the batch
     dim). With ``STITCH_DISABLE=1`` returns `module_or_fn` itself."""
+    _stitch.check_environment()  # a ValueError naming each bad STITCH_* value
     if disabled():
         import logging
         logging.getLogger("stitch.torch").info(
             "stitch: STITCH_DISABLE is set; returning the original callable")
         return module_or_fn
-    gm = module_or_fn if isinstance(module_or_fn, fx.GraphModule) else \
-        fx.symbolic_trace(module_or_fn)
-    return StitchModule(module_or_fn, gm, dynamic_dims)
+    if isinstance(module_or_fn, fx.GraphModule):
+        return StitchModule(module_or_fn, module_or_fn, dynamic_dims)
+    if not isinstance(module_or_fn, nn.Module):
+        return StitchModule(module_or_fn, fx.symbolic_trace(module_or_fn), dynamic_dims)
+    # symbolic_trace stores the tensor constants it makes on the module it traces (see the
+    # module note): they move to the StitchModule, and the original is left as it was.
+    before = set(vars(module_or_fn))
+    gm = fx.symbolic_trace(module_or_fn)
+    constants = {name: vars(module_or_fn).pop(name)
+                 for name in set(vars(module_or_fn)) - before}
+    return StitchModule(module_or_fn, gm, dynamic_dims, constants=constants)
 
 

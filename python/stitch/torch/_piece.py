@@ -7,7 +7,8 @@ inputs contiguous (Stitch takes compact tensors), pick the program for the devic
 ``Program.run_torch`` call, which allocates the outputs with ``torch.empty`` and runs on
 PyTorch's current stream for CUDA tensors. Whatever Stitch cannot take runs the piece's own small
 fx module eagerly for that call, counted in the report with its reason: a backend that fails to
-compile (then the piece stops trying), or on the 1.13 path a Python int that no longer holds.
+compile (then the piece stops trying: logged at WARNING once, and the report no longer counts its
+ops as replaced), or on the 1.13 path a Python int that no longer holds.
 An index out of range (a gather's, a label's) is the data's error, not Stitch's: the piece
 raises what PyTorch raises for it (IndexError "Target 5 is out of bounds." for nll_loss,
 RuntimeError "index 5 is out of bounds for dimension 1 with size 5" for gather and
@@ -162,8 +163,13 @@ class Piece:
         except StitchError as e:
             if e.status == Status.INDEX_OUT_OF_RANGE:
                 raise self._index_error(e) from e
+            reason = e.message.splitlines()[0] if e.message else e.status_name
             if e.status not in (Status.SHAPE_MISMATCH, Status.UNSUPPORTED):
-                # Compile or backend failures will not go away: stop trying this piece.
-                self.failed = e.message.splitlines()[0] if e.message else e.status_name
-            return self._fallback(e.message.splitlines()[0] if e.message else e.status_name,
-                                  args)
+                # Compile or backend failures will not go away: stop trying this piece, and say
+                # so (a fault, not a size the piece does not take), once.
+                self.failed = reason
+                ops = self.report.piece_failed(self.__name__, reason)
+                if ops is not None:
+                    log.warning("stitch: %s failed in Stitch; its %d op(s) (%s) run eagerly from "
+                                "now on: %s", self.__name__, len(ops), ", ".join(ops), reason)
+            return self._fallback(reason, args)

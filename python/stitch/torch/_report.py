@@ -6,6 +6,12 @@ CompileReport per Dynamo graph (its forward and backward, or its inference graph
 has, then every op left to PyTorch with the reason. Reports are filled while graphs compile;
 ``runtime_fallbacks`` counts calls that ran a piece eagerly after all (a backend failure, or on
 the 1.13 path a size computed in Python that changed).
+
+A piece whose program fails for good (it cannot be compiled, its backend is unavailable) runs
+eagerly from then on: the report then says so on its row and in the graph's first line, and its
+ops, program and kernels leave ``replaced_ops``, ``programs`` and ``kernels`` (which count what
+runs in Stitch), so a report never claims ops that PyTorch runs. The failure is also logged once at
+WARNING on the ``stitch.torch`` logger.
 """
 
 from __future__ import annotations
@@ -25,9 +31,6 @@ class GraphReport:
         self.kind = kind
         self.traced = False
         self.total_ops = 0
-        self.replaced_ops = 0
-        self.programs = 0
-        self.kernels = 0
         self.pieces: List[Dict[str, Any]] = []
         self.fallbacks: List[Dict[str, str]] = []
         self.runtime_fallbacks: Dict[str, int] = {}
@@ -39,18 +42,47 @@ class GraphReport:
     def __deepcopy__(self, memo):
         return self  # a record of what was compiled: a copied module shares it with its pieces
 
+    def _running(self) -> List[Dict[str, Any]]:
+        return [p for p in self.pieces if p["failed"] is None]
+
     def replaced(self) -> List[str]:
-        return [op for p in self.pieces for op in p["ops"]]
+        """The op of every node that runs in Stitch (pieces that failed for good excluded)."""
+        return [op for p in self._running() for op in p["ops"]]
 
     def origins(self) -> set:
-        return {o for p in self.pieces for o in p["origins"]}
+        return {o for p in self._running() for o in p["origins"]}
+
+    @property
+    def replaced_ops(self) -> int:
+        """Ops replaced by Stitch pieces that run in Stitch."""
+        return sum(len(p["ops"]) for p in self._running())
+
+    @property
+    def programs(self) -> int:
+        return len(self._running())
+
+    @property
+    def kernels(self) -> int:
+        return sum(p["kernels"] for p in self._running())
+
+    @property
+    def eager_ops(self) -> int:
+        """Ops of pieces that failed for good and run eagerly."""
+        return sum(len(p["ops"]) for p in self.pieces if p["failed"] is not None)
 
     def add_piece(self, name: str, ops: List[str], origins: List[str], kernels: int) -> None:
         self.pieces.append({"name": name, "ops": ops, "origins": sorted(set(origins)),
-                            "kernels": kernels})
-        self.replaced_ops += len(ops)
-        self.programs += 1
-        self.kernels += kernels
+                            "kernels": kernels, "failed": None})
+
+    def piece_failed(self, name: str, reason: str) -> Optional[List[str]]:
+        """Records that piece `name` runs eagerly from now on. Its ops the first time, else
+        None."""
+        with self._lock:
+            for p in self.pieces:
+                if p["name"] == name and p["failed"] is None:
+                    p["failed"] = reason
+                    return p["ops"]
+            return None
 
     def add_program(self, program: Any) -> None:
         """A piece's program (stitch.Program), whose statistics plan_stats() sums."""
@@ -84,11 +116,14 @@ class GraphReport:
     def lines(self) -> List[str]:
         if not self.traced:
             return ["%s graph: not traced yet (call it once)" % self.kind]
-        out = ["%s graph: %d of %d ops in Stitch, %d program(s), %d kernel(s)%s%s"
+        failed = [p for p in self.pieces if p["failed"] is not None]
+        out = ["%s graph: %d of %d ops in Stitch, %d program(s), %d kernel(s)%s%s%s"
                % (self.kind, self.replaced_ops, self.total_ops, self.programs, self.kernels,
                   " on %s" % self.backend if self.backend else "",
                   "; reads %d tensor(s) saved by the forward" % self.saved_tensors
-                  if self.saved_tensors is not None else "")]
+                  if self.saved_tensors is not None else "",
+                  "; %d op(s) of %d failed piece(s) run eagerly" % (self.eager_ops, len(failed))
+                  if failed else "")]
         if self._programs:
             st = self.plan_stats()
             out.append("  %d input signature(s) so far: %d planned by the search, %d by a plan kept "
@@ -99,8 +134,10 @@ class GraphReport:
             out.append("  %-*s  %7s  %s" % (w, "piece", "kernels", "ops (from)"))
             for p in self.pieces:
                 came = [o for o in p["origins"] if o not in p["ops"]]
-                out.append("  %-*s  %7d  %s%s" % (w, p["name"], p["kernels"], _counted(p["ops"]),
-                                                 "  (from %s)" % ", ".join(came) if came else ""))
+                out.append("  %-*s  %7s  %s%s%s" % (
+                    w, p["name"], p["kernels"] if p["failed"] is None else "-",
+                    _counted(p["ops"]), "  (from %s)" % ", ".join(came) if came else "",
+                    "  FAILED, runs eagerly: %s" % p["failed"] if p["failed"] is not None else ""))
         if self.fallbacks:
             w = max(len(f["op"]) for f in self.fallbacks)
             out.append("  %-*s  %s" % (w, "left to PyTorch", "reason"))

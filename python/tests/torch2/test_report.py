@@ -91,6 +91,38 @@ def test_inference_report():
     assert any(f["op"] == "aten.cumsum" for f in report.graph("inference").fallbacks)
 
 
+def test_a_piece_that_fails_in_stitch_is_reported_and_logged(monkeypatch, caplog):
+    """A program that cannot be made (here a compile failure, injected) leaves its piece to run
+    eagerly from then on: the results stay right, the report stops counting the piece's ops as
+    in Stitch and marks it, and a warning says so once."""
+    import logging
+
+    import stitch
+
+    def broken(self, graph):
+        raise stitch.StitchError(stitch.Status.COMPILE, "injected: the compiler crashed")
+
+    monkeypatch.setattr(stitch.Engine, "compile", broken)
+    torch.manual_seed(0)
+    model = WithCumsum().eval()
+    compiled = harness.compile_model(model)
+    with caplog.at_level(logging.INFO, logger="stitch.torch"), torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(3, 5, 16)
+            harness.close(compiled(x), model(x), "output")
+    g = stitch.torch.last_report().graph("inference")
+    assert g.pieces and all(p["failed"] == "injected: the compiler crashed" for p in g.pieces)
+    assert g.replaced_ops == 0 and g.programs == 0 and g.kernels == 0 and not g.origins()
+    assert g.eager_ops == sum(len(p["ops"]) for p in g.pieces)
+    text = str(g)
+    assert "inference graph: 0 of %d ops in Stitch" % g.total_ops in text, text
+    assert "%d op(s) of %d failed piece(s) run eagerly" % (g.eager_ops, len(g.pieces)) in text
+    assert text.count("FAILED, runs eagerly: injected") == len(g.pieces), text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == len(g.pieces), warnings
+    assert all("run eagerly from now on: injected" in w for w in warnings), warnings
+
+
 def test_one_report_per_dynamo_graph():
     assert stitch.torch.last_report() is None and stitch.torch.all_reports() == []
 

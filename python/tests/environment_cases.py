@@ -1,0 +1,50 @@
+"""What the environment tests share (test_environment.py, torch2/test_compile_environment.py): a
+bad value of every variable of the README's table, and how a ValueError must name it."""
+import os
+import re
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+
+# A bad value of every variable that has valid values to break.
+BAD = {
+    "STITCH_LOG_LEVEL": "loud",
+    "STITCH_BACKEND": "gpu",
+    "STITCH_FUSION": "bogus",
+    "STITCH_CACHE": "2",
+    "STITCH_CACHE_MAX_MB": "-5",
+    "STITCH_REMOTE_CACHE": "garbage",
+    "STITCH_REMOTE_CACHE_NAMESPACE": "a/b",
+    "STITCH_REMOTE_CACHE_TIMEOUT_MS": "0",
+    "STITCH_REMOTE_CACHE_TTL": "-1",
+    "STITCH_REMOTE_CACHE_RETRY_MS": "soon",
+    "STITCH_DUMP": "ptx",
+    "STITCH_NUM_THREADS": "0",
+    "STITCH_SPIN_US": "abc",
+    "STITCH_CPU_OPENMP": "2",
+    "STITCH_CPU_STREAMING_STORES": "2",
+    "STITCH_SHAPE_CLASSES": "2",
+    "STITCH_COMPILE_THREADS": "0",
+    "STITCH_DISABLE": "banana",
+    "STITCH_HUGE_PAGES": "banana",
+}
+# Paths take any value (a library that does not load is logged when it is first needed).
+PATHS = {"STITCH_CACHE_DIR", "STITCH_DUMP_DIR", "STITCH_LIBRARY", "STITCH_CUDA_LIBRARY",
+         "STITCH_NVRTC_LIBRARY", "STITCH_HIP_LIBRARY"}
+
+
+def readme_variables():
+    """The variables the README's table ("Environment variables") lists."""
+    names, section = [], False
+    with open(README) as f:
+        for line in f:
+            if line.startswith("## "):
+                section = line.strip() == "## Environment variables"
+            if section and line.startswith("| `STITCH_"):
+                names += re.findall(r"`(STITCH_[A-Z0-9_]+)`", line.split("|")[1])
+    return names
+
+
+def expect_named(excinfo, name, value):
+    msg = str(excinfo.value)
+    assert f"{name}={value} is not valid" in msg, msg
+    assert "valid values: " in msg, msg
