@@ -695,9 +695,10 @@ DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
 
 // Why the entry file open as fd (`size` bytes, named `name`) is not an intact entry of ours, or
 // "" when it is. load()'s checks that need no lookup key (magic, format version, sizes adding up,
-// the tag under `secret`), and one that only a file can have: the stored key must hash to the
-// file's name (pathFor). Reads the payload in pieces, so that a huge file costs no memory.
-std::string entryDefect(int fd, std::string_view name, uint64_t size, const CacheSecret& secret) {
+// the tag under `secret` when there is one), and one that only a file can have: the stored key
+// must hash to the file's name (pathFor). Reads the payload in pieces, so that a huge file costs
+// no memory.
+std::string entryDefect(int fd, std::string_view name, uint64_t size, const CacheSecret* secret) {
   std::array<uint8_t, kDiskHeaderBytes> head{};
   if (size >= kDiskHeaderBytes && !readAll(fd, head.data(), head.size()))
     return "truncated while reading the header";
@@ -708,16 +709,17 @@ std::string entryDefect(int fd, std::string_view name, uint64_t size, const Cach
     return "truncated while reading the key";
   if (fmt::format("{:016x}{}", fnv1a64(key), kDiskExtension) != name)
     return "the key in the header does not hash to the file's name";
-  HmacSha256::Message tag = beginTag(secret, head.data());
-  tag.add(key);
+  std::optional<HmacSha256::Message> tag;
+  if (secret) tag.emplace(beginTag(*secret, head.data())).add(key);
   std::vector<uint8_t> buf(std::min<uint64_t>(h.payloadBytes, uint64_t{1} << 20));
   for (uint64_t left = h.payloadBytes; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
     if (!readAll(fd, buf.data(), n)) return "truncated while reading the payload";
-    tag.add(std::span<const uint8_t>(buf.data(), n));
+    if (tag) tag->add(std::span<const uint8_t>(buf.data(), n));
     left -= n;
   }
-  const Sha256Digest expected = tag.finish();
+  if (!tag) return "";
+  const Sha256Digest expected = tag->finish();
   if (!macEqual(expected, std::span<const uint8_t>(head).subspan(kEntryTagOffset, expected.size())))
     return std::string(kBadTag);
   return "";
@@ -791,13 +793,21 @@ DiskCache::PruneResult DiskCache::prune() {
   if (!enabled_) return r;
   std::unique_ptr<DirStream> d = openForMaintenance(dir_);
   if (!d) return r;
-  // Entries are verified under this process's key; without one, none can be judged.
-  const std::shared_ptr<const CacheSecret> key = secret(/*create=*/true);
+  // Tags are verified under this process's key. A key refused is an error (nothing can be
+  // judged); no key at all (no fleet key, and this user never wrote here) means the entries are
+  // someone else's: their tags are left unchecked rather than every entry removed, and a key is
+  // not made here.
+  const std::shared_ptr<const CacheSecret> key = secret(/*create=*/false);
   if (!key) {
     std::lock_guard lock(secretMu_);
-    throwError(ErrorCode::IO, fmt::format("kernel cache: cannot prune {}: no key to verify its "
-                                          "entries with: {}",
-                                          dir_.string(), secretRefused_));
+    if (!secretRefused_.empty())
+      throwError(ErrorCode::IO, fmt::format("kernel cache: cannot prune {}: no key to verify its "
+                                            "entries with: {}",
+                                            dir_.string(), secretRefused_));
+    stitch::log().warn(
+        "kernel cache: pruning {} without checking the entries' tags: there is no key to check "
+        "them with (STITCH_CACHE_KEY is not set, and this user has no key file {} there)",
+        dir_.string(), directorySecretName());
   }
   Failures failures;
   const Removed temps = removeStaleTemporaryFiles(&failures.files, &failures.first);
@@ -824,7 +834,8 @@ DiskCache::PruneResult DiskCache::prune() {
       intact.push_back(std::move(f));
       continue;
     }
-    const std::string why = entryDefect(fd.fd, f.name, static_cast<uint64_t>(st.st_size), *key);
+    const std::string why =
+        entryDefect(fd.fd, f.name, static_cast<uint64_t>(st.st_size), key.get());
     if (why.empty()) {
       total += f.bytes;
       intact.push_back(std::move(f));

@@ -141,7 +141,9 @@
 // removes the stale temporary files and the entries that fail the checks a lookup's key is not
 // needed for (magic, format version, sizes adding up, the stored key's hash against the file's
 // name, the tag under this process's key: so run it as the user, with the fleet key, that uses
-// the directory), then evicts as store() does when the entries are past the bound. Both do all
+// the directory; with no key at all, neither a fleet key nor a key file of this user, the tags are
+// left unchecked, with a warning, rather than every entry removed), then evicts as store() does
+// when the entries are past the bound. Both do all
 // they can, then fail with an IO error naming what they could not do (a file they cannot remove
 // or read, a key they cannot have): a read-only directory is a failure to say, not "removed 0".
 //

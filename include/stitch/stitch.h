@@ -432,8 +432,8 @@ STITCH_API stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint6
  * (those whose authentication tag does not verify under this process's key included), then, if the
  * entries are past the limit, the least recently used until they hold 90% of it. *out (may be NULL)
  * receives what was removed. When some file cannot be removed or read (a read-only directory), or
- * there is no key to verify entries with, the call fails with STITCH_ERROR_IO after doing the rest,
- * its message naming the first such file and what was removed, and leaves *out untouched. */
+ * the key to verify entries with is refused, the call fails with STITCH_ERROR_IO after doing the
+ * rest, its message naming the first such file and what was removed, and leaves *out untouched. */
 STITCH_API stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out);
 
 /* ---------------------------------------------------------------------------------------------

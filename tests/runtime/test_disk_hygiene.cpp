@@ -365,7 +365,8 @@ TEST(DiskHygiene, PruneRemovesEntriesWhoseTagDoesNotVerify) {
   EXPECT_FALSE(fs::exists(disk.pathFor(keyNumber(2))));
 }
 
-// Without a key it may trust, prune cannot judge entries: an IO error saying why, nothing removed.
+// With a key file it may not trust, prune cannot judge entries: an IO error saying why, nothing
+// removed.
 TEST(DiskHygiene, PruneWithoutAKeyFailsAndRemovesNothing) {
   TempDir tmp;
   {
@@ -423,6 +424,28 @@ TEST(DiskHygiene, PruneRemovesCorruptEntriesAndStaleTemporaries) {
   // A second prune finds nothing to do.
   const DiskCache::PruneResult again = disk.prune();
   EXPECT_EQ(again.staleTemporaries + again.corruptEntries + again.evictedEntries, 0u);
+}
+
+// With no key at all (no fleet key, and this user never wrote here) the entries are someone
+// else's: prune checks all but their tags, and makes no key of its own. Run without the fleet key
+// the processes used, it must not wipe their entries.
+TEST(DiskHygiene, PruneWithNoKeyLeavesTagsUnchecked) {
+  TempDir tmp;
+  const auto fleet = std::make_shared<CacheSecret>("the fleet's key, 32 bytes or more", "test");
+  {
+    DiskCache writer(tmp.path(), kDefaultDiskCacheMaxMB << 20, fleet);
+    for (int i = 0; i < 2; ++i) writer.store(keyNumber(i), payloadFor(i));
+  }
+  std::vector<uint8_t> bytes = readFile(DiskCache(tmp.path()).pathFor(keyNumber(1)));
+  bytes.resize(bytes.size() - 1);  // truncated: corrupt whatever the key
+  writeFile(DiskCache(tmp.path()).pathFor(keyNumber(1)), bytes);
+  DiskCache keyless(tmp.path());
+  const DiskCache::PruneResult r = keyless.prune();
+  EXPECT_EQ(r.corruptEntries, 1u);
+  EXPECT_TRUE(fs::exists(keyless.pathFor(keyNumber(0))));
+  EXPECT_FALSE(fs::exists(tmp.path() / directorySecretName()));
+  EXPECT_EQ(DiskCache(tmp.path(), kDefaultDiskCacheMaxMB << 20, fleet).load(keyNumber(0)),
+            payloadFor(0));
 }
 
 TEST(DiskHygiene, PruneEvictsTheLeastRecentlyUsedPastTheBound) {
