@@ -19,6 +19,7 @@
 #include "runtime/remote_cache.h"
 #include "support/canonical.h"
 #include "support/env.h"
+#include "support/signal_guard.h"
 
 namespace stitch::rt {
 
@@ -161,7 +162,10 @@ bool readAll(int fd, uint8_t* p, size_t n) {
   return true;
 }
 
+// A write past the file-size limit fails with EFBIG instead of ending the process with SIGXFSZ
+// (the note's "Failures"; support/signal_guard.h).
 bool writeAll(int fd, const uint8_t* p, size_t n) {
+  SignalGuard xfsz(SIGXFSZ);
   while (n > 0) {
     ssize_t r = ::write(fd, p, n);
     if (r < 0 && errno == EINTR) continue;
@@ -217,8 +221,12 @@ bool processExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
-DiskCache::DiskCache(fs::path dir, uint64_t maxBytes)
-    : enabled_(true), dir_(std::move(dir)), maxBytes_(maxBytes) {}
+DiskCache::DiskCache(fs::path dir, uint64_t maxBytes,
+                     std::shared_ptr<const CacheSecret> fleetSecret)
+    : enabled_(true),
+      dir_(std::move(dir)),
+      maxBytes_(maxBytes),
+      fleetSecret_(std::move(fleetSecret)) {}
 
 std::unique_ptr<DiskCache> DiskCache::disabled() {
   return std::unique_ptr<DiskCache>(new DiskCache());
@@ -244,6 +252,7 @@ uint64_t DiskCache::maxBytesFromEnv() {
 std::unique_ptr<DiskCache> DiskCache::fromEnv() {
   // Checked even when the layer is off: a bad value is a mistake wherever it is set.
   const uint64_t maxBytes = maxBytesFromEnv();
+  std::shared_ptr<const CacheSecret> fleet = fleetSecretFromEnv();
   if (!enabledByEnv()) {
     stitch::log().debug("kernel cache: disk layer off (STITCH_CACHE=0)");
     return disabled();
@@ -255,7 +264,25 @@ std::unique_ptr<DiskCache> DiskCache::fromEnv() {
         "compiled kernels are kept in memory only");
     return disabled();
   }
-  return std::make_unique<DiskCache>(*dir, maxBytes);
+  return std::make_unique<DiskCache>(*dir, maxBytes, std::move(fleet));
+}
+
+std::shared_ptr<const CacheSecret> DiskCache::secret(bool create) {
+  if (!enabled_) return nullptr;
+  if (fleetSecret_) return fleetSecret_;
+  std::lock_guard lock(secretMu_);
+  if (directorySecret_ || !secretRefused_.empty()) return directorySecret_;
+  std::string why;
+  directorySecret_ = directorySecret(dir_, create, &why);
+  if (!directorySecret_ && !why.empty()) {
+    // Refused for good (this DiskCache): entries that cannot be verified are never used.
+    secretRefused_ = why;
+    stitch::log().warn(
+        "kernel cache: not using the cache directory {}: {}; compiled kernels are kept in memory "
+        "only (remove that file, or set STITCH_CACHE_KEY)",
+        dir_.string(), why);
+  }
+  return directorySecret_;
 }
 
 fs::path DiskCache::pathFor(const CacheKey& key) const {
@@ -266,7 +293,7 @@ namespace {
 
 // An entry's header fields (the format table in kernel_cache.h).
 struct EntryHeader {
-  uint64_t keyBytes = 0, payloadBytes = 0, checksum = 0;
+  uint64_t keyBytes = 0, payloadBytes = 0;
 };
 
 // Reads the header at h of an entry `size` bytes long into out: "" when the magic and format
@@ -280,7 +307,6 @@ std::string parseEntryHeader(const uint8_t* h, uint64_t size, EntryHeader& out) 
     return fmt::format("format version {}, expected {}", version, kDiskFormatVersion);
   out.keyBytes = getLE(h + 12, 4);
   out.payloadBytes = getLE(h + 16, 8);
-  out.checksum = getLE(h + 24, 8);
   if (out.keyBytes > kMaxKeyBytes || out.payloadBytes > size ||
       size != kDiskHeaderBytes + out.keyBytes + out.payloadBytes)
     return fmt::format("{} bytes, header says {} + {} + {}", size, kDiskHeaderBytes, out.keyBytes,
@@ -288,9 +314,21 @@ std::string parseEntryHeader(const uint8_t* h, uint64_t size, EntryHeader& out) 
   return "";
 }
 
+// The tag of an entry: HMAC-SHA-256 of the header before the tag, the key, the payload. Begun
+// here and fed the key and the payload by the caller (prune() reads the payload in pieces).
+HmacSha256::Message beginTag(const CacheSecret& secret, const uint8_t* header) {
+  HmacSha256::Message m = secret.hmac().begin();
+  m.add(std::span<const uint8_t>(header, kEntryTagOffset));
+  return m;
+}
+
+constexpr std::string_view kBadTag =
+    "its authentication tag does not verify (damaged, written under another key, or forged)";
+
 }  // namespace
 
-std::vector<uint8_t> encodeEntry(std::string_view canonicalKey, std::span<const uint8_t> payload) {
+std::vector<uint8_t> encodeEntry(const CacheSecret& secret, std::string_view canonicalKey,
+                                 std::span<const uint8_t> payload) {
   // Sized once and filled by offset (growing it with insert() trips a GCC 12 -O2 false
   // -Wstringop-overflow).
   std::vector<uint8_t> out(kDiskHeaderBytes + canonicalKey.size() + payload.size());
@@ -299,15 +337,17 @@ std::vector<uint8_t> encodeEntry(std::string_view canonicalKey, std::span<const 
   putLE(p + 8, kDiskFormatVersion, 4);
   putLE(p + 12, canonicalKey.size(), 4);
   putLE(p + 16, payload.size(), 8);
-  putLE(p + 24, fnv1a64(payload), 8);
   if (!canonicalKey.empty())
     std::memcpy(p + kDiskHeaderBytes, canonicalKey.data(), canonicalKey.size());
   if (!payload.empty())
     std::memcpy(p + kDiskHeaderBytes + canonicalKey.size(), payload.data(), payload.size());
+  const Sha256Digest tag = beginTag(secret, p).add(canonicalKey).add(payload).finish();
+  std::memcpy(p + kEntryTagOffset, tag.data(), tag.size());
   return out;
 }
 
-std::optional<std::vector<uint8_t>> decodeEntry(std::span<const uint8_t> bytes,
+std::optional<std::vector<uint8_t>> decodeEntry(const CacheSecret& secret,
+                                                std::span<const uint8_t> bytes,
                                                 std::string_view canonicalKey, std::string* why) {
   auto fail = [&](std::string text) -> std::optional<std::vector<uint8_t>> {
     if (why) *why = std::move(text);
@@ -316,20 +356,16 @@ std::optional<std::vector<uint8_t>> decodeEntry(std::span<const uint8_t> bytes,
   EntryHeader h;
   if (std::string defect = parseEntryHeader(bytes.data(), bytes.size(), h); !defect.empty())
     return fail(std::move(defect));
-  const std::string_view storedKey(reinterpret_cast<const char*>(bytes.data() + kDiskHeaderBytes),
-                                   h.keyBytes);
-  if (storedKey != canonicalKey)
+  const std::span<const uint8_t> storedKey = bytes.subspan(kDiskHeaderBytes, h.keyBytes);
+  const std::span<const uint8_t> payload = bytes.subspan(kDiskHeaderBytes + h.keyBytes);
+  const Sha256Digest tag = beginTag(secret, bytes.data()).add(storedKey).add(payload).finish();
+  if (!macEqual(tag, bytes.subspan(kEntryTagOffset, tag.size()))) return fail(std::string(kBadTag));
+  if (std::string_view(reinterpret_cast<const char*>(storedKey.data()), storedKey.size()) !=
+      canonicalKey)
     return fail(
         "the header holds another key (a hash collision, another version's entry or a "
         "foreign value)");
-  std::span<const uint8_t> payload = bytes.subspan(kDiskHeaderBytes + h.keyBytes);
-  if (fnv1a64(payload) != h.checksum) return fail("payload checksum mismatch");
   return std::vector<uint8_t>(payload.begin(), payload.end());
-}
-
-std::vector<uint8_t> DiskCache::encode(const std::string& canonicalKey,
-                                       std::span<const uint8_t> payload) {
-  return encodeEntry(canonicalKey, payload);
 }
 
 void DiskCache::rejectCorrupt(const fs::path& path, const std::string& why, uint64_t dev,
@@ -367,6 +403,14 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key, EntryKi
     stitch::log().warn("kernel cache: ignoring {}: not a regular file", path.string());
     return std::nullopt;
   }
+  // The key to verify with; none yet (no entry of ours can be here) or one refused: a miss, and
+  // the entry is left alone (the store that follows overwrites it, if it can).
+  const std::shared_ptr<const CacheSecret> secret = this->secret(/*create=*/false);
+  if (!secret) {
+    if (counted) stats_.diskMiss();
+    stitch::log().debug("kernel cache: disk miss {} (no key to verify it with)", path.string());
+    return std::nullopt;
+  }
   const auto dev = static_cast<uint64_t>(st.st_dev);
   const auto ino = static_cast<uint64_t>(st.st_ino);
   const auto fileSize = static_cast<uint64_t>(st.st_size);
@@ -380,7 +424,7 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key, EntryKi
   std::vector<uint8_t> bytes(fileSize);
   if (!readAll(f.fd, bytes.data(), bytes.size())) return corrupt("truncated while reading");
   std::string why;
-  std::optional<std::vector<uint8_t>> payload = decodeEntry(bytes, key.canonical(), &why);
+  std::optional<std::vector<uint8_t>> payload = decodeEntry(*secret, bytes, key.canonical(), &why);
   if (!payload) return corrupt(why);
   // A hit makes the entry the most recently used, for every process sharing the directory (the
   // note, "Size bound and eviction"); if it fails (a read-only file system), it only looks older.
@@ -413,8 +457,10 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload, Ent
       removeStaleTemporaries();
       estimatedBytes_.fetch_add(usage().bytes);
     }
+    const std::shared_ptr<const CacheSecret> secret = this->secret(/*create=*/true);
+    if (!secret) return;  // secret() said why, once
     const fs::path path = pathFor(key);
-    const std::vector<uint8_t> bytes = encode(key.canonical(), payload);
+    const std::vector<uint8_t> bytes = encodeEntry(*secret, key.canonical(), payload);
     const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
 
     fs::path tmp;
@@ -461,7 +507,8 @@ void DiskCache::store(const CacheKey& key, std::span<const uint8_t> payload, Ent
 
 size_t DiskCache::removeStaleTemporaries() { return removeStaleTemporaryFiles().files; }
 
-DiskCache::Removed DiskCache::removeStaleTemporaryFiles() {
+DiskCache::Removed DiskCache::removeStaleTemporaryFiles(uint64_t* failures,
+                                                        std::string* firstFailure) {
   Removed removed;
   if (!enabled_) return removed;
   DIR* d = ::opendir(dir_.c_str());
@@ -481,11 +528,15 @@ DiskCache::Removed DiskCache::removeStaleTemporaryFiles() {
     const int64_t age = now - static_cast<int64_t>(st.st_mtime);
     const bool stale =
         age > kStaleTempSeconds || (age > kDeadWriterGraceSeconds && !processExists(*writer));
-    if (stale && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) {
+    if (!stale) continue;
+    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0) {
       ++removed.files;
       removed.bytes += static_cast<uint64_t>(st.st_size);
       stitch::log().debug("kernel cache: removed stale temporary file {} (writer {}, {} s old)",
                           (dir_ / std::string(name)).string(), *writer, age);
+    } else if (errno != ENOENT && failures) {  // ENOENT: another process removed it
+      if ((*failures)++ == 0 && firstFailure)
+        *firstFailure = fmt::format("{}: {}", (dir_ / std::string(name)).string(), errnoText());
     }
   }
   ::closedir(d);
@@ -575,10 +626,30 @@ DirScan scanDirectory(const DirStream& d) {
 // failed to remove it (logged at warn: a directory others may not write to, say).
 enum class Unlinked { Removed, Gone, Kept, Failed };
 
+// The files a maintenance call could not remove or read, for the error it ends with.
+struct Failures {
+  uint64_t files = 0;
+  std::string first;  // "/dir/0123....stitchk: Permission denied"
+
+  void add(const fs::path& path, const std::string& why) {
+    if (files++ == 0) first = fmt::format("{}: {}", path.string(), why);
+  }
+  // Throws IO when there were any: "kernel cache: cannot <what> <dir>: N file(s) ... (first: ...);
+  // <done>".
+  void check(std::string_view what, const fs::path& dir, const std::string& done) const {
+    if (files == 0) return;
+    throwError(ErrorCode::IO,
+               fmt::format("kernel cache: cannot {} {}: {} file(s) could not be removed or read "
+                           "(the first: {}); {}",
+                           what, dir.string(), files, first, done));
+  }
+};
+
 // Removes f's name only if it still holds the file the scan saw (device, inode and mtime): in the
 // meantime another process may have renamed a fresh entry there or refreshed it with a hit. The
 // race left between the check and the unlink can only lose an entry, which costs a recompile.
-Unlinked unlinkIfUnchanged(const DirStream& d, const fs::path& dir, const ScannedFile& f) {
+Unlinked unlinkIfUnchanged(const DirStream& d, const fs::path& dir, const ScannedFile& f,
+                           Failures* failures = nullptr) {
   struct stat st {};
   if (::fstatat(d.fd(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
     return errno == ENOENT ? Unlinked::Gone : Unlinked::Kept;
@@ -587,14 +658,17 @@ Unlinked unlinkIfUnchanged(const DirStream& d, const fs::path& dir, const Scanne
     return Unlinked::Kept;
   if (::unlinkat(d.fd(), f.name.c_str(), 0) == 0) return Unlinked::Removed;
   if (errno == ENOENT) return Unlinked::Gone;
-  stitch::log().warn("kernel cache: cannot remove {}: {}", (dir / f.name).string(), errnoText());
+  const std::string why = errnoText();
+  stitch::log().warn("kernel cache: cannot remove {}: {}", (dir / f.name).string(), why);
+  if (failures) failures->add(dir / f.name, why);
   return Unlinked::Failed;
 }
 
 // Removes the least recently used (oldest mtime) of `entries` until `total`, the bytes they
 // hold, is at most `target`; updates total. Entries changed since the scan are kept.
 DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
-                               std::vector<ScannedFile> entries, uint64_t& total, uint64_t target) {
+                               std::vector<ScannedFile> entries, uint64_t& total, uint64_t target,
+                               Failures* failures = nullptr) {
   std::sort(entries.begin(), entries.end(), [](const ScannedFile& a, const ScannedFile& b) {
     return std::tie(a.mtime.tv_sec, a.mtime.tv_nsec, a.name) <
            std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
@@ -602,7 +676,7 @@ DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
   DiskCache::Removed r;
   for (const ScannedFile& f : entries) {
     if (total <= target) break;
-    switch (unlinkIfUnchanged(d, dir, f)) {
+    switch (unlinkIfUnchanged(d, dir, f, failures)) {
       case Unlinked::Removed:
         ++r.files;
         r.bytes += f.bytes;
@@ -619,31 +693,35 @@ DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
   return r;
 }
 
-// Why the entry file open as fd (`size` bytes, named `name`) is not an intact entry, or "" when
-// it is. load()'s checks that need no key (magic, format version, sizes adding up, the payload
-// checksum), and one that only a file can have: the stored key must hash to the file's name
-// (pathFor). Reads the payload in pieces, so that a huge file costs no memory.
-std::string entryDefect(int fd, std::string_view name, uint64_t size) {
+// Why the entry file open as fd (`size` bytes, named `name`) is not an intact entry of ours, or
+// "" when it is. load()'s checks that need no lookup key (magic, format version, sizes adding up,
+// the tag under `secret` when there is one), and one that only a file can have: the stored key
+// must hash to the file's name (pathFor). Reads the payload in pieces, so that a huge file costs
+// no memory.
+std::string entryDefect(int fd, std::string_view name, uint64_t size, const CacheSecret* secret) {
   std::array<uint8_t, kDiskHeaderBytes> head{};
   if (size >= kDiskHeaderBytes && !readAll(fd, head.data(), head.size()))
     return "truncated while reading the header";
   EntryHeader h;
   if (std::string defect = parseEntryHeader(head.data(), size, h); !defect.empty()) return defect;
-  const uint64_t keyBytes = h.keyBytes, payloadBytes = h.payloadBytes, checksum = h.checksum;
-  std::string key(keyBytes, '\0');
+  std::string key(h.keyBytes, '\0');
   if (!readAll(fd, reinterpret_cast<uint8_t*>(key.data()), key.size()))
     return "truncated while reading the key";
   if (fmt::format("{:016x}{}", fnv1a64(key), kDiskExtension) != name)
     return "the key in the header does not hash to the file's name";
-  Fnv1a64 sum;
-  std::vector<uint8_t> buf(std::min<uint64_t>(payloadBytes, uint64_t{1} << 20));
-  for (uint64_t left = payloadBytes; left > 0;) {
+  std::optional<HmacSha256::Message> tag;
+  if (secret) tag.emplace(beginTag(*secret, head.data())).add(key);
+  std::vector<uint8_t> buf(std::min<uint64_t>(h.payloadBytes, uint64_t{1} << 20));
+  for (uint64_t left = h.payloadBytes; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
     if (!readAll(fd, buf.data(), n)) return "truncated while reading the payload";
-    sum.bytes(std::span<const uint8_t>(buf.data(), n));
+    if (tag) tag->add(std::span<const uint8_t>(buf.data(), n));
     left -= n;
   }
-  if (sum.value() != checksum) return "payload checksum mismatch";
+  if (!tag) return "";
+  const Sha256Digest expected = tag->finish();
+  if (!macEqual(expected, std::span<const uint8_t>(head).subspan(kEntryTagOffset, expected.size())))
+    return std::string(kBadTag);
   return "";
 }
 
@@ -694,24 +772,19 @@ DiskCache::Removed DiskCache::clear() {
   std::unique_ptr<DirStream> d = openForMaintenance(dir_);
   if (!d) return r;
   const DirScan s = scanDirectory(*d);
-  uint64_t failed = 0;
-  int error = 0;
+  Failures failures;
   for (const std::vector<ScannedFile>* files : {&s.entries, &s.temporaries})
     for (const ScannedFile& f : *files) {
       if (::unlinkat(d->fd(), f.name.c_str(), 0) == 0) {
         ++r.files;
         r.bytes += f.bytes;
       } else if (errno != ENOENT) {  // ENOENT: gone already, which is what was asked
-        ++failed;
-        error = errno;
+        failures.add(dir_ / f.name, errnoText());
       }
     }
   stitch::log().info("kernel cache: cleared {}: removed {} files ({} bytes)", dir_.string(),
                      r.files, r.bytes);
-  if (failed > 0)
-    throwError(ErrorCode::IO,
-               fmt::format("kernel cache: cannot remove {} file(s) from {} ({}); removed {}",
-                           failed, dir_.string(), std::strerror(error), r.files));
+  failures.check("clear", dir_, fmt::format("removed {} files", r.files));
   return r;
 }
 
@@ -720,7 +793,24 @@ DiskCache::PruneResult DiskCache::prune() {
   if (!enabled_) return r;
   std::unique_ptr<DirStream> d = openForMaintenance(dir_);
   if (!d) return r;
-  const Removed temps = removeStaleTemporaryFiles();
+  // Tags are verified under this process's key. A key refused is an error (nothing can be
+  // judged); no key at all (no fleet key, and this user never wrote here) means the entries are
+  // someone else's: their tags are left unchecked rather than every entry removed, and a key is
+  // not made here.
+  const std::shared_ptr<const CacheSecret> key = secret(/*create=*/false);
+  if (!key) {
+    std::lock_guard lock(secretMu_);
+    if (!secretRefused_.empty())
+      throwError(ErrorCode::IO, fmt::format("kernel cache: cannot prune {}: no key to verify its "
+                                            "entries with: {}",
+                                            dir_.string(), secretRefused_));
+    stitch::log().warn(
+        "kernel cache: pruning {} without checking the entries' tags: there is no key to check "
+        "them with (STITCH_CACHE_KEY is not set, and this user has no key file {} there)",
+        dir_.string(), directorySecretName());
+  }
+  Failures failures;
+  const Removed temps = removeStaleTemporaryFiles(&failures.files, &failures.first);
   r.staleTemporaries = temps.files;
   r.freedBytes = temps.bytes;
 
@@ -731,18 +821,25 @@ DiskCache::PruneResult DiskCache::prune() {
     // As load() opens entries: a FIFO or device swapped in since the scan must not block or act.
     Fd fd(::openat(d->fd(), f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
     struct stat st {};
-    if (fd.fd < 0 || ::fstat(fd.fd, &st) != 0) continue;  // gone since the scan
+    if (fd.fd < 0 || ::fstat(fd.fd, &st) != 0) {
+      if (errno != ENOENT) {  // ENOENT: gone since the scan
+        failures.add(dir_ / f.name, errnoText());
+        total += f.bytes;
+      }
+      continue;
+    }
     if (!S_ISREG(st.st_mode) || st.st_dev != f.dev || st.st_ino != f.ino) {
       // Replaced since the scan: not what was scanned; eviction will not touch it either.
       total += f.bytes;
       intact.push_back(std::move(f));
       continue;
     }
-    const std::string why = entryDefect(fd.fd, f.name, static_cast<uint64_t>(st.st_size));
+    const std::string why =
+        entryDefect(fd.fd, f.name, static_cast<uint64_t>(st.st_size), key.get());
     if (why.empty()) {
       total += f.bytes;
       intact.push_back(std::move(f));
-    } else if (unlinkIfUnchanged(*d, dir_, f) == Unlinked::Removed) {
+    } else if (unlinkIfUnchanged(*d, dir_, f, &failures) == Unlinked::Removed) {
       ++r.corruptEntries;
       r.freedBytes += f.bytes;
       stitch::log().info("kernel cache: removed corrupt entry {}: {}", (dir_ / f.name).string(),
@@ -750,16 +847,18 @@ DiskCache::PruneResult DiskCache::prune() {
     }
   }
   if (total > maxBytes_) {
-    const Removed evicted = evictOldest(*d, dir_, std::move(intact), total, maxBytes_ / 10 * 9);
+    const Removed evicted =
+        evictOldest(*d, dir_, std::move(intact), total, maxBytes_ / 10 * 9, &failures);
     r.evictedEntries = evicted.files;
     r.freedBytes += evicted.bytes;
     stats_.evicted(evicted.files);
   }
-  stitch::log().info(
-      "kernel cache: pruned {}: {} stale temporary files, {} corrupt entries, {} least recently "
-      "used entries ({} bytes freed; {} bytes of entries left, bound {} bytes)",
-      dir_.string(), r.staleTemporaries, r.corruptEntries, r.evictedEntries, r.freedBytes, total,
-      maxBytes_);
+  const std::string done = fmt::format(
+      "removed {} stale temporary files, {} corrupt entries, {} least recently used entries ({} "
+      "bytes freed; {} bytes of entries left, bound {} bytes)",
+      r.staleTemporaries, r.corruptEntries, r.evictedEntries, r.freedBytes, total, maxBytes_);
+  stitch::log().info("kernel cache: pruned {}: {}", dir_.string(), done);
+  failures.check("prune", dir_, done);
   return r;
 }
 
@@ -817,6 +916,12 @@ void PersistentLayers::publish(const CacheKey& key, EntryKind kind) {
   if (auto bytes = disk_->load(key, kind)) r->store(key, *bytes, kind);
 }
 
+void PersistentLayers::rejected(const CacheKey& key, std::string_view what, std::string_view why) {
+  rejected_.corruptEntry();
+  stitch::log().warn("kernel cache: ignoring {} {}: {}; building it again", what, describe(key),
+                     why);
+}
+
 std::string PersistentLayers::describe(const CacheKey& key) const {
   std::string where;
   if (disk_ && disk_->enabled()) where = disk_->pathFor(key).string();
@@ -826,7 +931,7 @@ std::string PersistentLayers::describe(const CacheKey& key) const {
 }
 
 CacheStats PersistentLayers::stats() const {
-  CacheStats s;
+  CacheStats s = rejected_.snapshot();
   if (disk_) s += disk_->stats();
   std::lock_guard lock(remoteMu_);
   s += retiredRemoteStats_;

@@ -1,9 +1,9 @@
 // The remote layer of the kernel cache (design note in remote_cache.h).
 #include "runtime/remote_cache.h"
 
-#include <pthread.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +11,11 @@
 #include <charconv>
 #include <map>
 
+#include "runtime/cache_secret.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/logging.h"
+#include "support/signal_guard.h"
 
 #if defined(STITCH_HAVE_HIREDIS)
 #include <hiredis/hiredis.h>
@@ -69,39 +71,15 @@ std::optional<RemoteCacheConfig> configFrom(std::optional<std::string> value,
                "Debian's libhiredis-dev)",
                what, c.url);
   settingsFromEnv(c);
+  c.secret = fleetSecretFromEnv();
+  STITCH_CHECK(c.secret != nullptr, ErrorCode::InvalidArgument,
+               "{}={} needs a fleet key: set STITCH_CACHE_KEY (a secret of at least {} bytes that "
+               "every process sharing the server holds, e.g. from `openssl rand -hex 32`) or "
+               "STITCH_CACHE_KEY_FILE (a file holding it). Every entry is authenticated with it, "
+               "so that whoever can write to the server cannot make the fleet run code of theirs",
+               what, c.url, kMinSecretBytes);
   return c;
 }
-
-// SIGPIPE: hiredis writes to its socket with write(2), and a server that went away makes that
-// raise SIGPIPE, whose default action ends the process. The signal is blocked on this thread for
-// the duration of a command and a pending one it raised is consumed before unblocking (a
-// write's SIGPIPE goes to the thread that wrote), so the failure is an error return, as it must
-// be, in any program, whatever its own SIGPIPE disposition.
-class SigpipeGuard {
- public:
-  SigpipeGuard() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigemptyset(&pending);
-    wasPending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeGuard() {
-    if (!wasPending_) {
-      const struct timespec zero {};
-      while (sigtimedwait(&pipe_, nullptr, &zero) > 0) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
- private:
-  sigset_t pipe_{}, old_{};
-  bool wasPending_ = false;
-};
 
 }  // namespace
 
@@ -183,7 +161,12 @@ bool remoteCacheAvailable() {
 #endif
 }
 
-RemoteCache::RemoteCache(RemoteCacheConfig config) : config_(std::move(config)) {}
+RemoteCache::RemoteCache(RemoteCacheConfig config) : config_(std::move(config)) {
+  STITCH_CHECK(config_.secret != nullptr, ErrorCode::InvalidArgument,
+               "the remote cache layer {} needs a fleet key (STITCH_CACHE_KEY or "
+               "STITCH_CACHE_KEY_FILE)",
+               config_.url);
+}
 
 RemoteCache::~RemoteCache() {
 #if defined(STITCH_HAVE_HIREDIS)
@@ -194,10 +177,14 @@ RemoteCache::~RemoteCache() {
 std::shared_ptr<RemoteCache> RemoteCache::shared(const RemoteCacheConfig& c) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<RemoteCache>> live;
-  // Every field, password included: two configurations that differ in anything are two layers.
+  // Every field, password and key included: two configurations that differ in anything are two
+  // layers.
+  std::string key;
+  if (c.secret)
+    for (uint8_t b : c.secret->fingerprint()) key += fmt::format("{:02x}", b);
   const std::string id =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", c.host, c.port, c.db, c.user, c.password,
-                  c.nameSpace, c.timeoutMs, c.ttlSeconds, c.retryMs);
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", c.host, c.port, c.db, c.user,
+                  c.password, c.nameSpace, c.timeoutMs, c.ttlSeconds, c.retryMs, key);
   std::lock_guard lock(mu);
   if (auto r = live[id].lock()) return r;
   auto r = std::make_shared<RemoteCache>(c);
@@ -241,48 +228,127 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-Reply command(redisContext* c, std::span<const std::string_view> args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
+// A reply longer than this is not one of ours (no entry is near 1 GiB: kernel_cache.cpp): the read
+// stops there rather than buffering whatever a server sends within the deadline.
+constexpr size_t kMaxReplyBytes = (size_t{1} << 30) + 4096;
+
+}  // namespace
+
+// The one deadline of an operation (the note: connect, AUTH, SELECT, the command, its whole reply).
+class OperationDeadline {
+ public:
+  explicit OperationDeadline(int ms)
+      : ms_(ms), at_(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
+  // Milliseconds left, rounded up (0 only once the deadline has passed).
+  int remainingMs() const {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(at_ - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
   }
-  SigpipeGuard guard;
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
+  std::string expired(std::string_view what) const {
+    return fmt::format("{}: timed out after {} ms (STITCH_REMOTE_CACHE_TIMEOUT_MS)", what, ms_);
+  }
+
+ private:
+  int ms_;
+  std::chrono::steady_clock::time_point at_;
+};
+
+namespace {
+
+// Waits until fd is ready for `events` (an error or hangup counts: the read or write that follows
+// reports it), or the deadline passes. "" or what went wrong.
+std::string waitFor(int fd, short events, const OperationDeadline& deadline,
+                    std::string_view what) {
+  for (;;) {
+    const int left = deadline.remainingMs();
+    if (left == 0) return deadline.expired(what);
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, left);
+    if (r > 0) return "";
+    if (r == 0) return deadline.expired(what);
+    if (errno != EINTR) return fmt::format("{}: poll: {}", what, std::strerror(errno));
+  }
 }
 
 std::string contextError(redisContext* c, std::string_view during) {
   return fmt::format("{}: {}", during, c && c->errstr[0] ? c->errstr : "no reply");
 }
 
+// Sends a command on the non-blocking connection c and reads its whole reply, within the
+// deadline: the reply (an error reply included), or null with *error saying what failed (the
+// connection is then in an unknown state, and the caller drops it).
+Reply roundTrip(redisContext* c, std::span<const std::string_view> args,
+                const OperationDeadline& deadline, std::string_view what, std::string* error) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
+      REDIS_OK) {
+    *error = contextError(c, what);
+    return nullptr;
+  }
+  // hiredis writes with write(2): a server that went away raises SIGPIPE, which must be the error
+  // return it comes with, not the end of the process (support/signal_guard.h).
+  SignalGuard sigpipe(SIGPIPE);
+  for (int done = 0; !done;) {
+    if (redisBufferWrite(c, &done) != REDIS_OK) {
+      *error = contextError(c, what);
+      return nullptr;
+    }
+    if (!done && !(*error = waitFor(c->fd, POLLOUT, deadline, what)).empty()) return nullptr;
+  }
+  for (;;) {
+    void* reply = nullptr;
+    if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
+      *error = contextError(c, what);
+      return nullptr;
+    }
+    if (reply) return Reply(static_cast<redisReply*>(reply));
+    if (!(*error = waitFor(c->fd, POLLIN, deadline, what)).empty()) return nullptr;
+    if (redisBufferRead(c) != REDIS_OK) {
+      *error = contextError(c, what);
+      return nullptr;
+    }
+    if (c->reader->len > kMaxReplyBytes) {
+      *error = fmt::format("{}: a reply of more than {} bytes, larger than any entry", what,
+                           kMaxReplyBytes);
+      return nullptr;
+    }
+  }
+}
+
+std::string_view errorText(const redisReply& r) { return std::string_view(r.str, r.len); }
+
 // The reply to reading `name`: GETEX where values have a TTL and the server has not refused it
-// (*getex), else GET; null when the connection failed.
+// (*getex), else GET; null with *error when the round trip failed.
 Reply readValue(redisContext* c, const std::string& name, const RemoteCacheConfig& config,
-                bool* getex) {
+                bool* getex, const OperationDeadline& deadline, std::string* error) {
   if (config.ttlSeconds > 0 && *getex) {
     // GETEX reads and restarts the value's TTL in one round trip: what the fleet uses stays.
     const std::string ttl = std::to_string(config.ttlSeconds);
     const std::string_view args[] = {"GETEX", name, "EX", ttl};
-    Reply r = command(c, args);
+    Reply r = roundTrip(c, args, deadline, "GETEX " + name, error);
     if (!r || r->type != REDIS_REPLY_ERROR) return r;
-    const std::string_view error(r->str, r->len);
-    if (!error.starts_with("ERR unknown command") && !error.starts_with("NOPERM")) return r;
+    const std::string_view refusal = errorText(*r);
+    if (!refusal.starts_with("ERR unknown command") && !refusal.starts_with("NOPERM")) return r;
     // A server before Redis 6.2, or one whose ACL or rename-command refuses GETEX.
     stitch::log().info(
         "remote cache {}: the server refuses GETEX ({}); reading with GET, so a "
         "value's TTL counts from its write",
-        config.url, error);
+        config.url, refusal);
     *getex = false;
   }
   const std::string_view args[] = {"GET", name};
-  return command(c, args);
+  return roundTrip(c, args, deadline, "GET " + name, error);
 }
 
 }  // namespace
 
-redisContext* RemoteCache::connection() {
+redisContext* RemoteCache::connection(const OperationDeadline& deadline) {
   if (ctx_ && pid_ != ::getpid()) {
     // A forked child (a DataLoader worker, a multiprocessing pool): the socket is its parent's,
     // and both using it would interleave their replies. Close the child's copy of it (the parent's
@@ -292,10 +358,9 @@ redisContext* RemoteCache::connection() {
   }
   if (ctx_) return ctx_;
   if (std::chrono::steady_clock::now() < retryAt_) return nullptr;
-  struct timeval tv {};
-  tv.tv_sec = config_.timeoutMs / 1000;
-  tv.tv_usec = static_cast<suseconds_t>((config_.timeoutMs % 1000) * 1000);
-  ctx_ = redisConnectWithTimeout(config_.host.c_str(), config_.port, tv);
+  // Non-blocking: the connect, like every command, waits in poll() against the deadline. (The
+  // host name is resolved before, by getaddrinfo, which the deadline does not bound: the note.)
+  ctx_ = redisConnectNonBlock(config_.host.c_str(), config_.port);
   pid_ = ::getpid();
   if (ctx_ == nullptr) {
     failed("cannot allocate a connection");
@@ -305,18 +370,25 @@ redisContext* RemoteCache::connection() {
     failed(contextError(ctx_, "cannot connect"));
     return nullptr;
   }
-  if (redisSetTimeout(ctx_, tv) != REDIS_OK) {
-    failed(contextError(ctx_, "cannot set the timeout"));
+  if (std::string e = waitFor(ctx_->fd, POLLOUT, deadline, "connect"); !e.empty()) {
+    failed(e);
+    return nullptr;
+  }
+  int soError = 0;
+  socklen_t len = sizeof soError;
+  if (::getsockopt(ctx_->fd, SOL_SOCKET, SO_ERROR, &soError, &len) != 0 || soError != 0) {
+    failed(fmt::format("cannot connect: {}", std::strerror(soError != 0 ? soError : errno)));
     return nullptr;
   }
   auto ok = [&](std::span<const std::string_view> args, std::string_view what) {
-    Reply r = command(ctx_, args);
+    std::string error;
+    Reply r = roundTrip(ctx_, args, deadline, what, &error);
     if (!r) {
-      failed(contextError(ctx_, what));
+      failed(error);
       return false;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-      failed(fmt::format("{}: {}", what, std::string_view(r->str, r->len)));
+      failed(fmt::format("{}: the server answered {}", what, errorText(*r)));
       return false;
     }
     return true;
@@ -346,14 +418,30 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, Entry
     Reply r;
     {
       std::lock_guard lock(mu_);
-      redisContext* c = connection();
+      // Begun once the connection is ours: the time spent waiting for another thread's operation
+      // is not this one's (that one is bounded by its own deadline).
+      const OperationDeadline deadline(config_.timeoutMs);
+      redisContext* c = connection(deadline);
       if (!c) {
         if (counted) stats_.remoteMiss();
         return std::nullopt;
       }
-      r = readValue(c, name, config_, &getex_);
+      std::string error;
+      r = readValue(c, name, config_, &getex_, deadline, &error);
       if (!r) {
-        failed(contextError(c, "GET"));
+        failed(error);
+        if (counted) stats_.remoteMiss();
+        return std::nullopt;
+      }
+      if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+        // An error reply (NOAUTH, a server refusing reads, a key of another type) or another
+        // type: the server is not one this layer can use. A failure like any other: one
+        // warning, then the layer is skipped for the retry interval.
+        failed(r->type == REDIS_REPLY_ERROR
+                   ? fmt::format("GET {}: the server answered {}", name, errorText(*r))
+                   : fmt::format("GET {}: the server answered with a reply of type {}, not a "
+                                 "value",
+                                 name, r->type));
         if (counted) stats_.remoteMiss();
         return std::nullopt;
       }
@@ -363,19 +451,10 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, Entry
       stitch::log().debug("remote cache: miss {}", name);
       return std::nullopt;
     }
-    if (r->type != REDIS_REPLY_STRING) {
-      // An error reply (a key of another type, a server refusing reads): the connection is fine.
-      stats_.remoteError();
-      if (counted) stats_.remoteMiss();
-      stitch::log().warn("remote cache {}: GET {} did not return a value{}{}", config_.url, name,
-                         r->type == REDIS_REPLY_ERROR ? ": " : "",
-                         r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "");
-      return std::nullopt;
-    }
     std::string why;
-    auto payload =
-        decodeEntry(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len),
-                    key.canonical(), &why);
+    auto payload = decodeEntry(
+        *config_.secret, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len),
+        key.canonical(), &why);
     if (!payload) {
       stats_.corruptEntry();
       if (counted) stats_.remoteMiss();
@@ -397,24 +476,25 @@ std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey& key, Entry
 void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload, EntryKind kind) {
   try {
     const std::string name = nameFor(key);
-    const std::vector<uint8_t> bytes = encodeEntry(key.canonical(), payload);
+    const std::vector<uint8_t> bytes = encodeEntry(*config_.secret, key.canonical(), payload);
     const std::string_view value(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     const std::string ttl = std::to_string(config_.ttlSeconds);
     std::vector<std::string_view> args = {"SET", name, value};
     if (config_.ttlSeconds > 0) args.insert(args.end(), {"EX", ttl});
     std::lock_guard lock(mu_);
-    redisContext* c = connection();
+    const OperationDeadline deadline(config_.timeoutMs);
+    redisContext* c = connection(deadline);
     if (!c) return;
-    Reply r = command(c, args);
+    std::string error;
+    Reply r = roundTrip(c, args, deadline, "SET " + name, &error);
     if (!r) {
-      failed(contextError(c, "SET"));
+      failed(error);
       return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-      // e.g. OOM under maxmemory with noeviction: this value is lost, the connection is fine.
-      stats_.remoteError();
-      stitch::log().warn("remote cache {}: SET {} failed: {}", config_.url, name,
-                         std::string_view(r->str, r->len));
+      // NOAUTH, a read-only replica, OOM under maxmemory with noeviction: a server this layer
+      // cannot write to now. One warning, then skipped for the retry interval.
+      failed(fmt::format("SET {}: the server answered {}", name, errorText(*r)));
       return;
     }
     if (kind == EntryKind::Kernel) stats_.remoteWrite();
@@ -426,8 +506,6 @@ void RemoteCache::store(const CacheKey& key, std::span<const uint8_t> payload, E
 }
 
 #else  // no hiredis: configFrom() refuses to make a config, so these are never reached in use.
-
-redisContext* RemoteCache::connection() { return nullptr; }
 
 std::optional<std::vector<uint8_t>> RemoteCache::load(const CacheKey&, EntryKind kind) {
   if (kind == EntryKind::Kernel) stats_.remoteMiss();

@@ -25,9 +25,11 @@
 // `stitch cache` acts on the kernel cache's directory the environment names (STITCH_CACHE_DIR,
 // else $XDG_CACHE_HOME/stitch or ~/.cache/stitch): `stats` prints what it holds against its limit
 // (STITCH_CACHE_MAX_MB), `clear` removes every entry, `prune` removes stale temporary files and
-// corrupt entries and evicts the least recently used past the limit. With STITCH_CACHE=0 there
-// is no directory to act on: exit 2. Every command first checks the STITCH_* environment
-// (stitch_environment_check): a bad value of any variable exits 2, its message on stderr.
+// corrupt entries (a tag that does not verify included) and evicts the least recently used past
+// the limit. With STITCH_CACHE=0 there is no directory to act on: exit 2; a file prune or clear
+// cannot remove (a read-only directory) is exit 2 too, with its name, after the rest is done.
+// Every command first checks the STITCH_* environment (stitch_environment_check): a bad value of
+// any variable exits 2, its message on stderr.
 #include <fmt/format.h>
 
 #include <algorithm>

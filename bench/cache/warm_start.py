@@ -80,6 +80,9 @@ def run(args, cache_dir, remote=None):
     env.pop("STITCH_REMOTE_CACHE", None)
     if remote:
         env["STITCH_REMOTE_CACHE"] = remote
+        # The remote layer needs the fleet's key (README, "A fleet shares compiled kernels").
+        if "STITCH_CACHE_KEY" not in env and "STITCH_CACHE_KEY_FILE" not in env:
+            env["STITCH_CACHE_KEY"] = "warm-start benchmark fleet key, not a secret"
     t0 = time.perf_counter()
     out = subprocess.run([STITCH] + args, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0

@@ -405,7 +405,7 @@ STITCH_API stitch_status_t stitch_program_stats(stitch_program_t program,
 /* ---------------------------------------------------------------------------------------------
  * The kernel cache's directory
  *
- * Compiled kernels are kept on disk across processes, one checksummed file per entry, in the
+ * Compiled kernels are kept on disk across processes, one authenticated file per entry, in the
  * directory the environment names: $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch (when it is an
  * absolute path), else $HOME/.cache/stitch. Its entries are kept to about STITCH_CACHE_MAX_MB MiB
  * (default 4096): past that, the least recently used (run or written) are removed until they hold
@@ -413,12 +413,15 @@ STITCH_API stitch_status_t stitch_program_stats(stitch_program_t program,
  * act on the files there, whichever process wrote them, and only on Stitch's own files (entries
  * named <16 hex digits>.stitchk and the temporary files of writers), never on anything else in
  * it. Removing entries is always safe: a missing entry is compiled again. A directory that does
- * not exist yet is empty.
+ * not exist yet is empty. Entries are authenticated with the fleet's key (STITCH_CACHE_KEY or
+ * STITCH_CACHE_KEY_FILE) or, without one, the user's own key file in the directory
+ * (.stitch-key-<uid>), which these calls never remove (README, "A fleet shares compiled
+ * kernels").
  *
  * Each fails with STITCH_ERROR_INVALID_ARGUMENT when the disk cache is off (STITCH_CACHE=0), when
- * no directory can be found (none of the variables set), or on a bad STITCH_CACHE or
- * STITCH_CACHE_MAX_MB value; with STITCH_ERROR_IO when the directory cannot be read or a file in
- * it cannot be removed. The message says which.
+ * no directory can be found (none of the variables set), or on a bad STITCH_CACHE,
+ * STITCH_CACHE_MAX_MB, STITCH_CACHE_KEY or STITCH_CACHE_KEY_FILE value; with STITCH_ERROR_IO when
+ * the directory cannot be read or a file in it cannot be removed. The message says which.
  * ------------------------------------------------------------------------------------------- */
 
 /* What the directory holds. */
@@ -434,7 +437,8 @@ typedef struct {
 typedef struct {
   uint64_t stale_temporaries; /* temporary files of crashed writers (older than five minutes, or
                                  of a process that no longer exists and older than a minute) */
-  uint64_t corrupt_entries;   /* entries that fail verification (header, sizes, checksum) */
+  uint64_t corrupt_entries;   /* entries that fail verification (header, sizes, the
+                                 authentication tag under this process's cache key) */
   uint64_t evicted_entries;   /* least recently used entries, when the entries were past the
                                  limit: removed until they hold 90% of it */
   uint64_t freed_bytes;       /* the total size of every file removed */
@@ -453,10 +457,12 @@ STITCH_API stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out)
  * with STITCH_ERROR_IO after removing the others, and leaves the outputs untouched. */
 STITCH_API stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint64_t* freed_bytes);
 
-/* Cleans the directory without emptying it: removes stale temporary files and corrupt entries,
- * then, if the entries are past the limit, the least recently used until they hold 90% of it.
- * *out (may be NULL) receives what was removed. A file that cannot be removed is left, and
- * logged at warn level. */
+/* Cleans the directory without emptying it: removes stale temporary files and corrupt entries
+ * (those whose authentication tag does not verify under this process's key included), then, if the
+ * entries are past the limit, the least recently used until they hold 90% of it. *out (may be NULL)
+ * receives what was removed. When some file cannot be removed or read (a read-only directory), or
+ * the key to verify entries with is refused, the call fails with STITCH_ERROR_IO after doing the
+ * rest, its message naming the first such file and what was removed, and leaves *out untouched. */
 STITCH_API stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out);
 
 /* ---------------------------------------------------------------------------------------------

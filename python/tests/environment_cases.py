@@ -12,6 +12,7 @@ BAD = {
     "STITCH_FUSION": "bogus",
     "STITCH_CACHE": "2",
     "STITCH_CACHE_MAX_MB": "-5",
+    "STITCH_CACHE_KEY_FILE": "/nonexistent/stitch-key",
     "STITCH_REMOTE_CACHE": "garbage",
     "STITCH_REMOTE_CACHE_NAMESPACE": "a/b",
     "STITCH_REMOTE_CACHE_TIMEOUT_MS": "0",
@@ -27,6 +28,8 @@ BAD = {
     "STITCH_DISABLE": "banana",
     "STITCH_HUGE_PAGES": "banana",
 }
+# Secrets: a bad one is named by its variable alone; the message never prints the value.
+SECRETS = {"STITCH_CACHE_KEY": "too short a secret"}
 # Paths take any value (a library that does not load is logged when it is first needed).
 PATHS = {"STITCH_CACHE_DIR", "STITCH_DUMP_DIR", "STITCH_LIBRARY", "STITCH_CUDA_LIBRARY",
          "STITCH_NVRTC_LIBRARY", "STITCH_HIP_LIBRARY"}

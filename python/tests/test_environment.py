@@ -9,13 +9,22 @@ import torch.nn as nn  # noqa: E402
 
 import stitch  # noqa: E402
 import stitch.torch as st  # noqa: E402
-from environment_cases import BAD, PATHS, expect_named, readme_variables  # noqa: E402
+from environment_cases import BAD, PATHS, SECRETS, expect_named, readme_variables  # noqa: E402
 
 
 def test_every_variable_of_the_readme_is_covered():
     listed = readme_variables()
     assert len(listed) >= 20
-    assert set(BAD) | PATHS == set(listed)
+    assert set(BAD) | PATHS | set(SECRETS) == set(listed)
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_a_bad_secret_is_named_but_never_printed(name, monkeypatch):
+    monkeypatch.setenv(name, SECRETS[name])
+    with pytest.raises(ValueError) as e:
+        stitch.check_environment()
+    assert name + " is not valid" in str(e.value), e
+    assert SECRETS[name] not in str(e.value), e
 
 
 @pytest.mark.parametrize("name", sorted(BAD))

@@ -13,9 +13,9 @@
 //   - measured once (measureHostCopyBandwidth): the bandwidth a copy reaches over all of those
 //     threads, on two buffers well beyond the last-level cache (the profiles' convention: what a
 //     streaming kernel reaches, read + written bytes), best of 5 timed copies; kept in the kernel
-//     cache's directory as one more entry (DiskCache: written atomically, checksummed, a corrupt
-//     or foreign entry is measured again, never trusted), keyed by the CPU model, LLVM's CPU name
-//     and features and the thread count (another thread count is another machine to the
+//     cache's directory as one more entry (DiskCache: written atomically, authenticated, a
+//     corrupt or foreign entry is measured again, never trusted), keyed by the CPU model, LLVM's
+//     CPU name and features and the thread count (another thread count is another machine to the
 //     planner), plus the library's code identity (CacheKey adds it).
 // STITCH_CACHE=0 (or no cache directory): measured in every process (~0.1 s), like the GPU side.
 // The alternative, the built-in figure, would plan the same graph differently with and without

@@ -12,7 +12,7 @@
 //   - the memory bandwidth that matters to memory-bound kernels: what a copy kernel reaches (the
 //     profiles' convention, hardware.cpp), measured once (measureCopyBandwidth: a grid-stride
 //     16-byte copy of 256 MiB, median of 20 timed launches) and kept in the kernel cache's
-//     directory as one more entry (DiskCache, so written atomically and checksummed), keyed by
+//     directory as one more entry (DiskCache, so written atomically and authenticated), keyed by
 //     the device's name, the driver's version, the arch and the library's code identity. A new
 //     driver or a new build measures again; STITCH_CACHE=0 measures in every process.
 // A measurement that fails (no memory left on the device, a compile error) is logged and the

@@ -28,10 +28,11 @@ std::filesystem::path cacheDirectory() {
   return *dir;
 }
 
-// The directory's cache with the bound STITCH_CACHE_MAX_MB sets (InvalidArgument if bad).
+// The directory's cache with the bound STITCH_CACHE_MAX_MB sets and the fleet key, if any, that
+// its entries are verified with (InvalidArgument if either is bad).
 rt::DiskCache cacheFromEnv() {
   std::filesystem::path dir = cacheDirectory();
-  return rt::DiskCache(std::move(dir), rt::DiskCache::maxBytesFromEnv());
+  return rt::DiskCache(std::move(dir), rt::DiskCache::maxBytesFromEnv(), rt::fleetSecretFromEnv());
 }
 
 }  // namespace

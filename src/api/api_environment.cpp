@@ -26,6 +26,7 @@
 
 #include "api/api_internal.h"
 #include "fusion/planner.h"
+#include "runtime/cache_secret.h"
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/openmp_team.h"
 #include "runtime/cpu/thread_pool.h"
@@ -54,6 +55,8 @@ constexpr Reader kReaders[] = {
     {"STITCH_CACHE", [] { (void)rt::DiskCache::enabledByEnv(); }},
     {"STITCH_CACHE_DIR", nullptr},
     {"STITCH_CACHE_MAX_MB", [] { (void)rt::DiskCache::maxBytesFromEnv(); }},
+    {"STITCH_CACHE_KEY", [] { (void)rt::fleetSecretFromEnv(); }},
+    {"STITCH_CACHE_KEY_FILE", [] { (void)rt::fleetSecretFromEnv(); }},
     {"STITCH_DUMP", [] { (void)dumpFromEnv(); }},
     {"STITCH_DUMP_DIR", nullptr},
     {"STITCH_NUM_THREADS", [] { (void)rt::cpu::numThreadsFromEnv(); }},

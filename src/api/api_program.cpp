@@ -157,17 +157,21 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
 }
 
 // The artifact of a whole-program entry (driver/program_entry.h) for this signature, or nullopt
-// when the backend's persistent layers have none, or one that does not decode (logged; the build
-// that follows rewrites it).
+// when the backend's persistent layers have none, or one that does not decode or is not a
+// well-formed build of this graph and signature (logged and counted corrupt; the build that
+// follows rewrites it). Nothing of it has been compiled or run when it is refused.
 std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
-                                                const rt::CacheKey& key, const std::string& graph) {
+                                                const rt::CacheKey& key, const ir::Graph& optimized,
+                                                std::span<const ir::ConcreteInput> signature,
+                                                rt::BackendKind kind) {
   std::optional<std::vector<uint8_t>> bytes = layers.load(key, rt::EntryKind::Program);
   if (!bytes) return std::nullopt;
   try {
-    return driver::decodeProgramArtifact(*bytes);
+    rt::ProgramArtifact artifact = driver::decodeProgramArtifact(*bytes);
+    driver::validateProgramArtifact(artifact, optimized, signature, kind);
+    return artifact;
   } catch (const Error& e) {
-    log().warn("graph {}: ignoring the program entry {}: {}; building again", graph,
-               layers.describe(key), e.what());
+    layers.rejected(key, fmt::format("graph {}'s program entry", optimized.name()), e.what());
     return std::nullopt;
   }
 }
@@ -195,13 +199,21 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   if (layers) entry = driver::programEntryKey(p.optimized, sig, backend.target(), options);
   if (entry && !(c.dump.plan || c.dump.source || c.dump.llvm)) {
     if (std::optional<rt::ProgramArtifact> artifact =
-            warmArtifact(*layers, *entry, p.graph.name())) {
+            warmArtifact(*layers, *entry, p.optimized, sig, backend.kind())) {
       log().debug("graph {}: signature {} from its program entry ({} kernels)", p.graph.name(), key,
                   artifact->kernels.size());
-      state->executable = backend.load(*artifact);
-      ++p.warmStarts;
-      p.states.emplace(key, state);
-      return state;
+      try {
+        state->executable = backend.load(*artifact);
+      } catch (const Error& e) {
+        // What the checks cannot see (code that does not define what its entry says): a miss
+        // too, never a failed run. A build that fails the same way fails below, as it would have.
+        layers->rejected(*entry, fmt::format("graph {}'s program entry", p.graph.name()), e.what());
+      }
+      if (state->executable) {
+        ++p.warmStarts;
+        p.states.emplace(key, state);
+        return state;
+      }
     }
   }
   driver::Build build =

@@ -5,10 +5,13 @@
 // compile until both handle it (the rule of lower/serialize.h).
 #include "driver/program_entry.h"
 
+#include <set>
 #include <type_traits>
 #include <variant>
 
+#include "ir/signature.h"
 #include "support/canonical.h"
+#include "support/checked.h"
 
 namespace stitch::driver {
 
@@ -274,6 +277,153 @@ rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes) {
   valueLabels = readAll<std::string>(r, 8, [&](std::string& s) { s = r.string(); });
   r.finish();
   return a;
+}
+
+namespace {
+
+[[noreturn]] void defect(const std::string& what) {
+  throwError(ErrorCode::InvalidArgument, "program entry: " + what);
+}
+
+rt::CodeLanguage languageOf(rt::BackendKind kind) {
+  switch (kind) {
+    case rt::BackendKind::Cuda: return rt::CodeLanguage::Cuda;
+    case rt::BackendKind::Hip: return rt::CodeLanguage::Hip;
+    case rt::BackendKind::Cpu:
+    case rt::BackendKind::Reference: break;
+  }
+  return rt::CodeLanguage::LlvmIr;
+}
+
+void checkLaunch(const rt::EntryPoint& e, const std::string& where) {
+  const auto& [symbol, units, grain, grid, block, sharedBytes] = e;
+  if (symbol.empty()) defect(where + " has no symbol");
+  if (units < 0 || grain < 1 || grid < 1 || block < 1 || sharedBytes < 0)
+    defect(
+        fmt::format("{} ({}) has launch figures out of range: units {}, grain {}, grid {}, "
+                    "block {}, shared memory {} bytes",
+                    where, symbol, units, grain, grid, block, sharedBytes));
+}
+
+void checkForm(const rt::KernelCode& code, size_t numPhases, rt::CodeLanguage language,
+               const std::string& where) {
+  const auto& [key, lang, text, headers, requiresAlignment, phases, cooperative] = code;
+  (void)text, (void)headers, (void)requiresAlignment;  // code and flags: what the key describes
+  if (lang != language) defect(where + " is code of another backend's language");
+  if (key.version != rt::CacheKey().version)
+    defect(fmt::format("{}'s key is of another build ({})", where, key.version));
+  if (phases.size() != numPhases)
+    defect(fmt::format("{} has {} entry points for {} phases", where, phases.size(), numPhases));
+  std::set<std::string_view> symbols;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const std::string at = fmt::format("{}, phase {}", where, i);
+    checkLaunch(phases[i], at);
+    if (!symbols.insert(phases[i].symbol).second)
+      defect(fmt::format("{} defines {} twice", where, phases[i].symbol));
+    // Host symbols are named after the code's key (driver.cpp, emitHost), so that two codes never
+    // define one name in the JIT.
+    if (lang == rt::CodeLanguage::LlvmIr &&
+        phases[i].symbol != fmt::format("stitch_{:016x}_{}", key.hash(), i))
+      defect(fmt::format("{}'s symbol {} is not the one its key names", at, phases[i].symbol));
+  }
+  if (!cooperative.symbol.empty()) {
+    if (lang == rt::CodeLanguage::LlvmIr) defect(where + " has a cooperative entry on the host");
+    checkLaunch(cooperative, where + ", cooperative entry");
+    if (!symbols.insert(cooperative.symbol).second)
+      defect(fmt::format("{} defines {} twice", where, cooperative.symbol));
+  }
+}
+
+}  // namespace
+
+void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& optimized,
+                             std::span<const ir::ConcreteInput> signature, rt::BackendKind kind) {
+  const auto& [name, kernels, external, valueLabels] = a;
+  if (name != optimized.name())
+    defect(fmt::format("an artifact of graph '{}', not '{}'", name, optimized.name()));
+  std::vector<int> wantExternal(optimized.inputs().begin(), optimized.inputs().end());
+  wantExternal.insert(wantExternal.end(), optimized.outputs().begin(), optimized.outputs().end());
+  if (external != wantExternal)
+    defect("its values in the caller's memory are not the graph's inputs and outputs");
+  const size_t numNodes = optimized.nodes().size();
+  if (valueLabels.size() != numNodes)
+    defect(fmt::format("{} value labels for {} nodes", valueLabels.size(), numNodes));
+  const std::vector<std::vector<int64_t>> shapes =
+      ir::concreteShapes(optimized, ir::bindInputs(optimized, signature));
+  const rt::CodeLanguage language = languageOf(kind);
+
+  // Scratch slots are numbered densely across the program: fewer than its parameters.
+  size_t numParams = 0;
+  for (const rt::KernelArtifact& k : kernels) numParams += k.params.size();
+  std::vector<char> isInput(numNodes, 0), written(numNodes, 0), scratchWritten(numParams, 0);
+  for (int id : optimized.inputs()) isInput[static_cast<size_t>(id)] = 1;
+
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const auto& [kernelName, params, phases, sizes, forms] = kernels[ki];
+    (void)sizes;  // any values: the code reads them as the sizes it was built for
+    const std::string where = fmt::format("kernel {} ({})", ki, kernelName);
+    if (phases.empty()) defect(where + " has no phases");
+    if (forms.empty()) defect(where + " has no code");
+    for (size_t f = 0; f < forms.size(); ++f)
+      checkForm(forms[f], phases.size(), language, fmt::format("{}, form {}", where, f));
+    for (size_t pi = 0; pi < params.size(); ++pi) {
+      const auto& [value, scratch, dtype, elements] = params[pi];
+      const std::string at = fmt::format("{}, parameter {}", where, pi);
+      if ((value >= 0) == (scratch >= 0))
+        defect(fmt::format("{} names {} a value and a scratch slot", at,
+                           value >= 0 ? "both" : "neither"));
+      if (value >= 0) {
+        if (static_cast<size_t>(value) >= numNodes)
+          defect(fmt::format("{} names value {}, past the graph's {} nodes", at, value, numNodes));
+        const ir::Node& n = optimized.node(value);
+        int64_t count = 1;
+        for (int64_t d : shapes[static_cast<size_t>(value)]) count *= d;  // fits: bindInputs
+        if (dtype != n.type.dtype || elements != count)
+          defect(fmt::format("{} is value {} as {} x {}, but the value is {} x {}", at, value,
+                             elements, ir::dtypeName(dtype), count, ir::dtypeName(n.type.dtype)));
+      } else {
+        if (static_cast<size_t>(scratch) >= numParams)
+          defect(fmt::format("{} names scratch slot {}, past the program's {} parameters", at,
+                             scratch, numParams));
+        if (!checkedByteSize(elements, ir::dtypeBytes(dtype)))
+          defect(fmt::format("{} is a scratch slot of {} elements", at, elements));
+      }
+    }
+    // The steps in run order, as every backend's slot planner takes them (runtime/slots.h): a
+    // phase's writes first (it may read back what it writes: column partials), then its reads.
+    for (size_t ph = 0; ph < phases.size(); ++ph) {
+      const auto& [phaseParams, numInputs] = phases[ph];
+      const std::string at = fmt::format("{}, phase {}", where, ph);
+      if (numInputs < 0 || static_cast<size_t>(numInputs) > phaseParams.size())
+        defect(fmt::format("{} has {} inputs of {} parameters", at, numInputs, phaseParams.size()));
+      for (int i : phaseParams)
+        if (i < 0 || static_cast<size_t>(i) >= params.size())
+          defect(fmt::format("{} uses parameter {} of {}", at, i, params.size()));
+      for (size_t j = static_cast<size_t>(numInputs); j < phaseParams.size(); ++j) {
+        const rt::KernelBuffer& b = params[static_cast<size_t>(phaseParams[j])];
+        if (b.value < 0) {
+          scratchWritten[static_cast<size_t>(b.scratch)] = 1;
+        } else if (isInput[static_cast<size_t>(b.value)]) {
+          defect(fmt::format("{} writes graph input {}", at, b.value));
+        } else {
+          written[static_cast<size_t>(b.value)] = 1;
+        }
+      }
+      for (size_t j = 0; j < static_cast<size_t>(numInputs); ++j) {
+        const rt::KernelBuffer& b = params[static_cast<size_t>(phaseParams[j])];
+        const bool ready = b.value < 0 ? scratchWritten[static_cast<size_t>(b.scratch)] != 0
+                                       : isInput[static_cast<size_t>(b.value)] ||
+                                             written[static_cast<size_t>(b.value)];
+        if (!ready)
+          defect(fmt::format("{} reads {} {} before any step writes it", at,
+                             b.value < 0 ? "scratch slot" : "value",
+                             b.value < 0 ? b.scratch : b.value));
+      }
+    }
+  }
+  for (int id : optimized.outputs())
+    if (!isInput[static_cast<size_t>(id)] && !written[static_cast<size_t>(id)])
+      defect(fmt::format("no kernel writes output value {}", id));
 }
 
 }  // namespace stitch::driver

@@ -25,9 +25,30 @@
 // for, and so is the artifact made from it: an entry is a correct build of its key, not
 // necessarily the build a fresh search would make.
 //
-// Entries are verified like every cache entry (runtime/kernel_cache.h: header, full key,
-// checksum), and the payload is decoded with bounds checks (support/canonical.h): a payload
-// that does not decode is a corrupt entry, rebuilt and rewritten by the caller.
+// Entries are verified like every cache entry (runtime/kernel_cache.h: header, full key, and the
+// HMAC tag that only a holder of the cache's key can make), and the payload is decoded with bounds
+// checks (support/canonical.h). Then, before anything of it is compiled, linked or run, the
+// artifact is checked against the graph and signature it claims to be a build of
+// (validateProgramArtifact): the tag proves who wrote an entry, not that it is right, and an
+// artifact is a list of indices (node ids, parameter indices, scratch slots, step order, entry
+// symbols) that the backends trust. A wrong one used to fail the run ("step 0 reads value 1 before
+// any step writes it", "Duplicate definition of symbol") or worse, write past a caller's buffer.
+// The checks are every one the backends rely on:
+//   - it is this graph's: its name, its external values (the graph's inputs then outputs, as the
+//     driver lists them), a label per node;
+//   - every kernel has a form of this backend's language (LLVM IR on the host, CUDA, HIP), every
+//     form an entry point per phase, with launch figures in range, distinct symbols, and on the
+//     host the symbols its key names (driver.cpp: "stitch_<key hash>_<phase>", so two kernels
+//     never define one name in the JIT); every form's key of this build (its version);
+//   - every parameter names exactly one of a node (an id in range, of the node's dtype, with the
+//     node's element count under the signature, so that no kernel reads or writes past a caller's
+//     tensor or an arena slot sized from it) or a scratch slot (an index below the program's
+//     parameter count); every phase's parameter indices are in range;
+//   - the steps in run order (every phase of every kernel) read nothing before a step writes it,
+//     other than the graph's inputs; no step writes a graph input; every output the kernels must
+//     write is written.
+// A payload that does not decode or an artifact that fails a check is a corrupt entry: logged,
+// counted, rebuilt and rewritten by the caller, never a failed run.
 #pragma once
 
 #include <cstdint>
@@ -62,5 +83,11 @@ rt::CacheKey programEntryKey(const ir::Graph& optimized,
 // are not an encoded artifact; GPU code gets this build's device headers.
 std::vector<uint8_t> encodeProgramArtifact(const rt::ProgramArtifact& a);
 rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes);
+
+// Checks that `a` is a well-formed build of `optimized` for `signature` on a backend of `kind`
+// (the note above); throws InvalidArgument naming the first defect. What build() makes always
+// passes; tests/driver/test_program_entry.cpp checks that, and each defect.
+void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& optimized,
+                             std::span<const ir::ConcreteInput> signature, rt::BackendKind kind);
 
 }  // namespace stitch::driver

@@ -24,6 +24,8 @@ constexpr Variable kVariables[] = {
     {"STITCH_CACHE", "a boolean"},
     {"STITCH_CACHE_DIR", "a directory"},
     {"STITCH_CACHE_MAX_MB", "an integer from 1 to 17592186044415 (MiB)"},
+    {"STITCH_CACHE_KEY", "a secret of 32 to 4096 bytes (the fleet's cache key)"},
+    {"STITCH_CACHE_KEY_FILE", "the path of a file holding the fleet's cache key"},
     {"STITCH_DUMP", "a comma list of plan, source, llvm (ptx is not built)"},
     {"STITCH_DUMP_DIR", "a directory"},
     {"STITCH_NUM_THREADS", "an integer from 1 to 4096"},

@@ -1,11 +1,11 @@
 // FNV-1a 64: Stitch's one hash function.
 //
 // Used where a hash must be the same on every machine, compiler and run: a kernel cache key's
-// hash names its file on disk and a checksum guards each entry's payload (runtime/kernel_cache.h),
-// and STITCH_DUMP files are named by their signature's hash. Used too in in-memory tables (the
-// planner's cost cache), where any hash would do and one is easier to trust than two. Not
-// cryptographic: whoever needs certainty compares the hashed bytes (cache entries keep their
-// whole key and compare it on load).
+// hash names its file on disk and its Redis value (runtime/kernel_cache.h), and STITCH_DUMP files
+// are named by their signature's hash. Used too in in-memory tables (the planner's cost cache),
+// where any hash would do and one is easier to trust than two. Not cryptographic: whoever needs
+// certainty compares the hashed bytes (cache entries keep their whole key and compare it on
+// load), and whoever needs to know who wrote them checks a MAC (support/sha256.h).
 //
 // Integers are hashed as their little-endian bytes, so a hash is the same on every host; the
 // byte-at-a-time loop is the reference algorithm (http://www.isthe.com/chongo/tech/comp/fnv/),

@@ -15,6 +15,7 @@
 #include "common/cache_entry.h"
 #include "common/env_guard.h"
 #include "common/temp_dir.h"
+#include "common/unwritable_dir.h"
 
 namespace fs = std::filesystem;
 using stitch::apitest::lastError;
@@ -70,7 +71,10 @@ TEST(ApiCacheDir, StatsPruneAndClear) {
   EnvGuard on("STITCH_CACHE", nullptr);
   EnvGuard d("STITCH_CACHE_DIR", dir.c_str());
   EnvGuard limit("STITCH_CACHE_MAX_MB", "1");
+  EnvGuard key("STITCH_CACHE_KEY", nullptr);
+  EnvGuard keyFile("STITCH_CACHE_KEY_FILE", nullptr);
 
+  stitch::testing::writeDirectoryKey(dir);  // this user's key, which the entries are tagged with
   const fs::path a = stitch::testing::writeCacheEntry(dir, "key a", std::vector<uint8_t>(1000, 1));
   const fs::path b = stitch::testing::writeCacheEntry(dir, "key b", std::vector<uint8_t>(2000, 2));
   const fs::path bad = stitch::testing::writeCacheEntry(dir, "key c", std::vector<uint8_t>(500, 3));
@@ -82,7 +86,7 @@ TEST(ApiCacheDir, StatsPruneAndClear) {
   stitch::testing::writeBytes(foreign, std::vector<uint8_t>(10, 0));
   const uint64_t goodBytes = fs::file_size(a) + fs::file_size(b);
   const uint64_t badBytes = fs::file_size(bad);
-  EXPECT_EQ(goodBytes, 32 + 5 + 1000 + 32 + 5 + 2000);  // header, key, payload
+  EXPECT_EQ(goodBytes, 56 + 5 + 1000 + 56 + 5 + 2000);  // header, key, payload
 
   stitch_cache_dir_stats_t s{};
   ASSERT_EQ(stitch_cache_dir_stats(&s), STITCH_OK) << lastError();
@@ -123,6 +127,9 @@ TEST(ApiCacheDir, PruneEvictsPastTheLimit) {
   EnvGuard on("STITCH_CACHE", nullptr);
   EnvGuard d("STITCH_CACHE_DIR", tmp.path().c_str());
   EnvGuard limit("STITCH_CACHE_MAX_MB", "1");
+  EnvGuard key("STITCH_CACHE_KEY", nullptr);
+  EnvGuard keyFile("STITCH_CACHE_KEY_FILE", nullptr);
+  stitch::testing::writeDirectoryKey(tmp.path());
   std::vector<fs::path> entries;
   for (int i = 0; i < 3; ++i) {
     entries.push_back(stitch::testing::writeCacheEntry(tmp.path(), "key " + std::to_string(i),
@@ -174,6 +181,44 @@ TEST(ApiCacheDir, AnUnreadableDirectoryIsAnIoError) {
   stitch_cache_dir_stats_t s{};
   EXPECT_EQ(stitch_cache_dir_stats(&s), STITCH_ERROR_IO);
   EXPECT_NE(lastError().find(file.string()), std::string::npos) << lastError();
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 33: prune and clear on a directory they cannot remove files from reported "removed 0" and
+// success. They fail with STITCH_ERROR_IO, naming the file, and leave the outputs untouched.
+TEST(ApiCacheDir, PruneAndClearReportFilesTheyCannotRemove) {
+  TempDir tmp;
+  EnvGuard on("STITCH_CACHE", nullptr);
+  EnvGuard d("STITCH_CACHE_DIR", tmp.path().c_str());
+  EnvGuard key("STITCH_CACHE_KEY", nullptr);
+  EnvGuard keyFile("STITCH_CACHE_KEY_FILE", nullptr);
+  stitch::testing::writeDirectoryKey(tmp.path());
+  const fs::path good = stitch::testing::writeCacheEntry(tmp.path(), "good", {1, 2, 3});
+  const fs::path forged = stitch::testing::writeCacheEntry(tmp.path(), "forged", {4, 5, 6},
+                                                           "a key that is not ours, 32+ b");
+  std::string why;
+  auto locked = stitch::testing::UnwritableDir::make(tmp.path(), &why);
+  if (!locked) GTEST_SKIP() << why;
+  stitch_cache_dir_prune_t p{7, 7, 7, 7};
+  EXPECT_EQ(stitch_cache_dir_prune(&p), STITCH_ERROR_IO);
+  EXPECT_NE(lastError().find(forged.string()), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("cannot prune"), std::string::npos) << lastError();
+  EXPECT_EQ(p.corrupt_entries, 7u);  // untouched
+  uint64_t files = 7;
+  EXPECT_EQ(stitch_cache_dir_clear(&files, nullptr), STITCH_ERROR_IO);
+  EXPECT_NE(lastError().find("cannot clear"), std::string::npos) << lastError();
+  EXPECT_EQ(files, 7u);
+  locked.reset();
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_TRUE(fs::exists(forged));
+  // Once the directory is writable again, prune removes the forged entry and keeps the good one.
+  ASSERT_EQ(stitch_cache_dir_prune(&p), STITCH_OK) << lastError();
+  EXPECT_EQ(p.corrupt_entries, 1u);
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_FALSE(fs::exists(forged));
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ constexpr Setting kBad[] = {
     {"STITCH_FUSION", "bogus"},
     {"STITCH_CACHE", "2"},
     {"STITCH_CACHE_MAX_MB", "-5"},
+    {"STITCH_CACHE_KEY_FILE", "/nonexistent/stitch-key"},
     {"STITCH_REMOTE_CACHE", "garbage"},
     {"STITCH_REMOTE_CACHE_NAMESPACE", "a/b"},
     {"STITCH_REMOTE_CACHE_TIMEOUT_MS", "0"},
@@ -55,6 +56,7 @@ constexpr Setting kGood[] = {
     {"STITCH_CACHE", "ON"},
     {"STITCH_CACHE_DIR", "/nonexistent/stitch-cache"},
     {"STITCH_CACHE_MAX_MB", "1"},
+    {"STITCH_CACHE_KEY", "a fleet secret of at least 32 bytes"},
     {"STITCH_REMOTE_CACHE", "off"},
     {"STITCH_REMOTE_CACHE_NAMESPACE", "team-a.v2"},
     {"STITCH_REMOTE_CACHE_TIMEOUT_MS", "60000"},
@@ -91,6 +93,14 @@ TEST(Environment, EachBadValueIsNamedWithTheValidValues) {
     EXPECT_NE(lastError().find("valid values: "), std::string::npos) << lastError();
   }
   EXPECT_EQ(stitch_environment_check(), STITCH_OK) << lastError();
+}
+
+// A secret is named by its variable, never printed (STITCH_CACHE_KEY_FILE's path is in kBad).
+TEST(Environment, ABadSecretIsNamedButNotPrinted) {
+  EnvGuard key("STITCH_CACHE_KEY", "too short a secret");
+  ASSERT_EQ(stitch_environment_check(), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError().find("STITCH_CACHE_KEY is not valid"), 0u) << lastError();
+  EXPECT_EQ(lastError().find("too short a secret"), std::string::npos) << lastError();
 }
 
 TEST(Environment, EveryBadValueHasItsLine) {

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "../common/cache_entry.h"
+#include "../common/temp_dir.h"
+#include "../common/unwritable_dir.h"
 #include "run_cli.h"
 
 namespace fs = std::filesystem;
@@ -172,6 +174,7 @@ TEST(Cli, CacheStatsPruneAndClear) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string env = "STITCH_CACHE_DIR=" + dir.string() + " STITCH_CACHE_MAX_MB=2";
+  stitch::testing::writeDirectoryKey(dir);  // this user's key, which the entries are tagged with
   const fs::path good = stitch::testing::writeCacheEntry(dir, "key", std::vector<uint8_t>(3000, 1));
   const fs::path bad = stitch::testing::writeCacheEntry(dir, "other", std::vector<uint8_t>(10, 2));
   fs::resize_file(bad, fs::file_size(bad) + 1);
@@ -179,13 +182,13 @@ TEST(Cli, CacheStatsPruneAndClear) {
   stitch::testing::setFileAge(stale, 3600);
   const fs::path foreign = dir / "notes.txt";
   stitch::testing::writeBytes(foreign, {1, 2, 3});
-  // Entries are a 32-byte header, the key, the payload: 3035 bytes and 47 + 1.
-  ASSERT_EQ(fs::file_size(good), 3035u);
+  // Entries are a 56-byte header, the key, the payload: 3059 bytes and 71 + 1.
+  ASSERT_EQ(fs::file_size(good), 3059u);
 
   Result stats = runCli("cache stats", env);
   ASSERT_EQ(stats.code, 0) << stats.out;
   EXPECT_NE(stats.out.find("directory: " + dir.string() + "\n"), std::string::npos) << stats.out;
-  EXPECT_NE(stats.out.find("entries: 2, 3.0 KiB (3083 bytes)"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("entries: 2, 3.1 KiB (3131 bytes)"), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("temporary files: 1, 50 B"), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("limit (STITCH_CACHE_MAX_MB): 2.0 MiB (2097152 bytes), 0.1% used"),
             std::string::npos)
@@ -194,7 +197,7 @@ TEST(Cli, CacheStatsPruneAndClear) {
   Result prune = runCli("cache prune", env);
   ASSERT_EQ(prune.code, 0) << prune.out;
   EXPECT_NE(prune.out.find("removed 1 stale temporary files, 1 corrupt entries, 0 least recently "
-                           "used entries; freed 98 B"),
+                           "used entries; freed 122 B"),
             std::string::npos)
       << prune.out;
   EXPECT_TRUE(fs::exists(good));
@@ -203,7 +206,7 @@ TEST(Cli, CacheStatsPruneAndClear) {
 
   Result clear = runCli("cache clear", env);
   ASSERT_EQ(clear.code, 0) << clear.out;
-  EXPECT_NE(clear.out.find("removed 1 files, 3.0 KiB (3035 bytes)"), std::string::npos)
+  EXPECT_NE(clear.out.find("removed 1 files, 3.0 KiB (3059 bytes)"), std::string::npos)
       << clear.out;
   EXPECT_FALSE(fs::exists(good));
   EXPECT_TRUE(fs::exists(foreign));
@@ -229,6 +232,51 @@ TEST(Cli, CacheCommandsSeeWhatRunsWrote) {
   EXPECT_EQ(clear.out.find("removed 0 files"), std::string::npos) << clear.out;
   EXPECT_NE(runCli("cache stats", env).out.find("entries: 0, 0 B"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// Issue 33: `stitch cache prune` on a directory it cannot remove files from said "removed 0" and
+// exited 0. prune and clear say what they could not remove, and exit non-zero.
+TEST(Cli, CachePruneAndClearFailOnADirectoryTheyCannotChange) {
+  stitch::testing::TempDir tmp;
+  const fs::path dir = tmp.path();
+  const std::string env = "STITCH_CACHE_DIR=" + dir.string();
+  stitch::testing::writeDirectoryKey(dir);
+  const fs::path bad = stitch::testing::writeCacheEntry(dir, "other", std::vector<uint8_t>(10, 2));
+  fs::resize_file(bad, fs::file_size(bad) + 1);  // corrupt: prune must remove it
+  std::string why;
+  auto locked = stitch::testing::UnwritableDir::make(dir, &why);
+  if (!locked) GTEST_SKIP() << why;
+  Result prune = runCli("cache prune", env);
+  EXPECT_EQ(prune.code, 2) << prune.out;
+  EXPECT_NE(prune.out.find("cannot prune " + dir.string() + ": 1 file(s) could not be removed"),
+            std::string::npos)
+      << prune.out;
+  EXPECT_NE(prune.out.find(bad.string()), std::string::npos) << prune.out;
+  Result clear = runCli("cache clear", env);
+  EXPECT_EQ(clear.code, 2) << clear.out;
+  EXPECT_NE(clear.out.find("cannot clear " + dir.string()), std::string::npos) << clear.out;
+  EXPECT_EQ(clear.out.find("removed 0 files, 0 B"), std::string::npos) << clear.out;
+  locked.reset();
+  EXPECT_TRUE(fs::exists(bad));
+}
+
+// Issue 33: under a file-size limit smaller than an entry (`ulimit -f`), `stitch run` died of
+// SIGXFSZ writing the cache and left a temporary file. The write fails with a warning, the run
+// goes on and checks, and nothing is left behind.
+TEST(Cli, AFileSizeLimitFailsTheCacheWriteNotTheRun) {
+  if (!haveCpuBackend()) GTEST_SKIP() << "this build has no cpu backend (STITCH_ENABLE_LLVM=OFF)";
+  stitch::testing::TempDir tmp;
+  const std::string ln = std::string(STITCH_SOURCE_DIR) + "/examples/layer_norm.stitch";
+  // /bin/sh's `ulimit -f` counts 512-byte blocks: 1 KiB, less than any kernel's entry (its object
+  // code alone is several KiB) and more than the key file (65 bytes).
+  Result r = runCli("run " + ln + " --graph layer_norm --backend cpu --dim N=8 --check",
+                    "ulimit -f 2; STITCH_CACHE_DIR=" + tmp.path().string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("check y: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".tmp-"))
+        << "a temporary file was left: " << e.path();
 }
 
 TEST(Cli, CacheMisuseExits2) {

@@ -1,8 +1,10 @@
 // Whole-program entries (driver/program_entry.h): an artifact survives encoding exactly, bytes
-// that are not an encoded artifact are refused (never a crash), and the key changes with
-// everything a build reads.
+// that are not an encoded artifact are refused (never a crash), the key changes with everything a
+// build reads, and validateProgramArtifact accepts every build and refuses each defect a backend
+// would trip on (issue 33: a bad entry is a miss, never a failed run).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +64,9 @@ TEST(ProgramEntry, EveryExampleArtifactSurvivesEncoding) {
         }
       EXPECT_EQ(back.external, b.artifact.external) << name;
       EXPECT_EQ(back.valueLabels, b.artifact.valueLabels) << name;
+      // Every build is a well-formed one (the checks refuse nothing the driver makes).
+      EXPECT_NO_THROW(driver::validateProgramArtifact(back, g, signatureOf(g, shapes), t.kind))
+          << name << " " << t.arch;
       ++artifacts;
     }
   EXPECT_GT(artifacts, 30);
@@ -148,4 +153,161 @@ TEST(ProgramEntry, TheKeyChangesWithEverythingABuildReads) {
   mutated([](rt::Target& m) { m.compiler.options = {"-lineinfo"}; }, "compiler options");
   mutated([](rt::Target& m) { m.device.memoryBandwidth = 3e12; }, "device bandwidth");
   mutated([](rt::Target& m) { m.device.sharedMemoryPerBlock = 1; }, "shared memory");
+}
+
+namespace {
+
+// A graph that plans into several kernels with fusion off (one per op), for the defects below.
+struct Built {
+  ir::Graph graph;
+  std::vector<std::vector<int64_t>> shapes;
+  rt::ProgramArtifact artifact;
+  rt::BackendKind kind;
+};
+
+Built buildFor(const rt::Target& t, int64_t size = 7) {
+  Built b;
+  b.graph = driver::optimize(
+      ir::parseModule("graph f(x: f32[N, 64], b: f32[64]) {\n  s = add(x, b)\n"
+                      "  e = exp(s)\n  y = reduce_sum(e, axes=[1], keepdims=true)\n"
+                      "  z = div(e, y)\n  return z, y\n}\n",
+                      "t")
+          .at(0));
+  b.shapes = shapesOf(b.graph, size);
+  b.artifact = driver::build(b.graph, ir::bindInputs(b.graph, signatureOf(b.graph, b.shapes)), t,
+                             {fusion::Mode::Off, 0})
+                   .artifact;
+  b.kind = t.kind;
+  return b;
+}
+
+// The message of validateProgramArtifact's refusal, or "" when it accepted.
+std::string refusal(const Built& b, const rt::ProgramArtifact& a) {
+  try {
+    driver::validateProgramArtifact(a, b.graph, signatureOf(b.graph, b.shapes), b.kind);
+    return "";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    return e.what();
+  }
+}
+
+// The first kernel that reads a value an earlier kernel wrote.
+size_t firstConsumer(const rt::ProgramArtifact& a) {
+  for (size_t k = 1; k < a.kernels.size(); ++k)
+    for (const rt::KernelBuffer& p : a.kernels[k].params)
+      for (size_t j = 0; j < k; ++j)
+        for (const rt::KernelBuffer& q : a.kernels[j].params)
+          if (p.value >= 0 && p.value == q.value) return k;
+  return 0;
+}
+
+}  // namespace
+
+TEST(ProgramEntry, EveryDefectABackendWouldTripOnIsRefused) {
+  for (const rt::Target& t : stitch::testing::driverTargets()) {
+    const Built b = buildFor(t);
+    const rt::ProgramArtifact& good = b.artifact;
+    ASSERT_GE(good.kernels.size(), 3u) << t.arch;
+    ASSERT_EQ(refusal(b, good), "") << t.arch;
+    struct Defect {
+      const char* what;
+      std::function<void(rt::ProgramArtifact&)> make;
+      const char* expect;
+    };
+    const std::vector<Defect> defects = {
+        {"another graph's name", [](rt::ProgramArtifact& a) { a.name = "g"; }, "not 'f'"},
+        {"external values", [](rt::ProgramArtifact& a) { a.external.pop_back(); },
+         "not the graph's inputs and outputs"},
+        {"labels", [](rt::ProgramArtifact& a) { a.valueLabels.pop_back(); }, "value labels for"},
+        {"no phases", [](rt::ProgramArtifact& a) { a.kernels[0].phases.clear(); }, "no phases"},
+        {"no code", [](rt::ProgramArtifact& a) { a.kernels[0].forms.clear(); }, "has no code"},
+        {"another language",
+         [](rt::ProgramArtifact& a) {
+           rt::CodeLanguage& l = a.kernels[0].forms[0].language;
+           l = l == rt::CodeLanguage::LlvmIr ? rt::CodeLanguage::Cuda : rt::CodeLanguage::LlvmIr;
+         },
+         "another backend's language"},
+        {"another build",
+         [](rt::ProgramArtifact& a) { a.kernels[0].forms[0].key.version = "0.0.1+other"; },
+         "another build"},
+        {"an entry point missing",
+         [](rt::ProgramArtifact& a) { a.kernels[0].forms[0].phases.push_back({}); },
+         "entry points for"},
+        {"a block of 0 threads",
+         [](rt::ProgramArtifact& a) { a.kernels[0].forms[0].phases[0].block = 0; },
+         "launch figures out of range"},
+        {"a grain of 0", [](rt::ProgramArtifact& a) { a.kernels[1].forms[0].phases[0].grain = 0; },
+         "launch figures out of range"},
+        {"negative units",
+         [](rt::ProgramArtifact& a) { a.kernels[1].forms[0].phases[0].units = -1; },
+         "launch figures out of range"},
+        {"no symbol", [](rt::ProgramArtifact& a) { a.kernels[0].forms[0].phases[0].symbol = ""; },
+         "has no symbol"},
+        {"a parameter naming a value past the graph",
+         [](rt::ProgramArtifact& a) { a.kernels[0].params[0].value = 1 << 20; },
+         "past the graph's"},
+        {"a parameter naming a value and a scratch slot",
+         [](rt::ProgramArtifact& a) { a.kernels[0].params[0].scratch = 0; },
+         "names both a value and a scratch slot"},
+        {"a parameter naming nothing",
+         [](rt::ProgramArtifact& a) { a.kernels[0].params[0].value = -1; }, "names neither"},
+        {"a scratch slot past the program's",
+         [](rt::ProgramArtifact& a) {
+           a.kernels[0].params[0].value = -1;
+           a.kernels[0].params[0].scratch = 1 << 30;
+         },
+         "past the program's"},
+        {"another dtype",
+         [](rt::ProgramArtifact& a) { a.kernels[0].params[0].dtype = ir::DType::F16; },
+         "but the value is"},
+        {"another size (an entry of another signature)",
+         [](rt::ProgramArtifact& a) { a.kernels[0].params.back().elements *= 2; },
+         "but the value is"},
+        {"a parameter index past the kernel's",
+         [](rt::ProgramArtifact& a) { a.kernels[0].phases[0].params[0] = 99; },
+         "uses parameter 99"},
+        {"more inputs than parameters",
+         [](rt::ProgramArtifact& a) { a.kernels[0].phases[0].numInputs = 99; }, "inputs of"},
+        {"a kernel writing a graph input",
+         [](rt::ProgramArtifact& a) {
+           rt::PhaseBuffers& p = a.kernels[0].phases[0];
+           p.numInputs = 0;  // its reads become writes
+         },
+         "writes graph input"},
+        {"kernels out of order (issue 33: \"step 0 reads value 1 before any step writes it\")",
+         [](rt::ProgramArtifact& a) {
+           const size_t k = firstConsumer(a);
+           std::swap(a.kernels[0], a.kernels[k]);
+         },
+         "before any step writes it"},
+        {"an output nobody writes", [](rt::ProgramArtifact& a) { a.kernels.pop_back(); },
+         "no kernel writes output value"},
+    };
+    for (const Defect& d : defects) {
+      rt::ProgramArtifact a = good;
+      d.make(a);
+      const std::string why = refusal(b, a);
+      EXPECT_NE(why.find(d.expect), std::string::npos)
+          << t.arch << ", " << d.what << ": " << (why.empty() ? "accepted" : why);
+    }
+    // Host code defines its symbols once in a JIT: they are named after the key, and another
+    // kernel's symbols under this key (issue 33: "Duplicate definition of symbol") are refused.
+    if (b.kind == rt::BackendKind::Cpu) {
+      rt::ProgramArtifact a = good;
+      a.kernels[1].forms[0].phases = a.kernels[0].forms[0].phases;
+      a.kernels[1].phases.resize(a.kernels[0].phases.size(), a.kernels[1].phases[0]);
+      EXPECT_NE(refusal(b, a).find("is not the one its key names"), std::string::npos)
+          << refusal(b, a);
+    } else {
+      rt::ProgramArtifact a = good;
+      a.kernels[0].forms[0].phases.push_back(a.kernels[0].forms[0].phases[0]);
+      a.kernels[0].phases.push_back(a.kernels[0].phases[0]);
+      EXPECT_NE(refusal(b, a).find("twice"), std::string::npos) << refusal(b, a);
+    }
+    // The artifact of another signature of the same graph: every index in range, the sizes not.
+    const Built other = buildFor(t, 9);
+    EXPECT_NE(refusal(b, other.artifact).find("but the value is"), std::string::npos)
+        << t.arch << ": " << refusal(b, other.artifact);
+  }
 }

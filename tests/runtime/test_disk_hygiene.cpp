@@ -20,6 +20,7 @@
 
 #include "common/env_guard.h"
 #include "common/temp_dir.h"
+#include "common/unwritable_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
 
@@ -32,6 +33,7 @@ namespace {
 using stitch::testing::TempDir;
 
 using stitch::testing::EnvGuard;
+using stitch::testing::UnwritableDir;
 
 // Key i of a series: every key serializes to the same length (i < 1000), so every entry of a
 // series has the same size.
@@ -282,15 +284,105 @@ TEST(DiskHygiene, AnUnreadableDirectoryIsAnIoError) {
   EXPECT_THROW(disk.prune(), Error);
 }
 
-// clear() names what it could not remove (a directory the user may not write to).
+// clear() and prune() do what they can, then fail with an IO error naming what they could not
+// remove (a directory the user may not write to), never "removed 0" and success.
 TEST(DiskHygiene, ClearFailsWhenFilesCannotBeRemoved) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root may remove files from any directory";
   TempDir tmp;
   DiskCache disk(tmp.path());
   disk.store(keyNumber(0), payloadFor(0));
-  fs::permissions(tmp.path(), fs::perms::owner_read | fs::perms::owner_exec);
-  EXPECT_THROW(disk.clear(), Error);
-  fs::permissions(tmp.path(), fs::perms::owner_all);
+  std::string why;
+  auto locked = UnwritableDir::make(tmp.path(), &why);
+  if (!locked) GTEST_SKIP() << why;
+  try {
+    disk.clear();
+    ADD_FAILURE() << "clear() of a directory made unwritable by " << locked->how() << " succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IO);
+    EXPECT_NE(e.message().find(disk.pathFor(keyNumber(0)).string()), std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("removed 0 files"), std::string::npos) << e.message();
+  }
+  locked.reset();
+  EXPECT_TRUE(fs::exists(disk.pathFor(keyNumber(0))));
+}
+
+TEST(DiskHygiene, PruneFailsWhenFilesCannotBeRemoved) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  for (int i = 0; i < 2; ++i) disk.store(keyNumber(i), payloadFor(i));
+  std::vector<uint8_t> bytes = readFile(disk.pathFor(keyNumber(0)));
+  bytes.back() ^= 0x5a;  // corrupt: prune must remove it
+  writeFile(disk.pathFor(keyNumber(0)), bytes);
+  const fs::path stale = tempFile(tmp.path(), ::getpid(), 1, kStaleTempSeconds + 60, 77);
+  std::string why;
+  auto locked = UnwritableDir::make(tmp.path(), &why);
+  if (!locked) GTEST_SKIP() << why;
+  try {
+    disk.prune();
+    ADD_FAILURE() << "prune() of a directory made unwritable by " << locked->how() << " succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IO);
+    // Both files it had to remove are counted; the message names the first and what was done.
+    EXPECT_NE(e.message().find("cannot prune " + tmp.path().string() + ": 2 file(s)"),
+              std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("removed 0 stale temporary files, 0 corrupt entries"),
+              std::string::npos)
+        << e.message();
+  }
+  // Nothing to remove: a read-only directory is no failure.
+  locked.reset();
+  fs::remove(stale);
+  fs::remove(disk.pathFor(keyNumber(0)));
+  locked = UnwritableDir::make(tmp.path(), &why);
+  ASSERT_TRUE(locked) << why;
+  const DiskCache::PruneResult r = disk.prune();
+  EXPECT_EQ(r.corruptEntries + r.staleTemporaries + r.evictedEntries, 0u);
+  EXPECT_EQ(disk.load(keyNumber(1)), payloadFor(1));  // and a read-only directory still serves
+}
+
+// Entries whose tag does not verify under this user's key are corrupt to prune as to load: a
+// forged payload, an entry written under another key; the key file itself is never touched.
+TEST(DiskHygiene, PruneRemovesEntriesWhoseTagDoesNotVerify) {
+  TempDir tmp;
+  DiskCache disk(tmp.path());
+  for (int i = 0; i < 3; ++i) disk.store(keyNumber(i), payloadFor(i));
+  const CacheSecret other("another user's key, 32 bytes or longer", "test");
+  writeFile(disk.pathFor(keyNumber(0)),
+            encodeEntry(other, keyNumber(0).canonical(), payloadFor(0)));
+  std::vector<uint8_t> forged = readFile(disk.pathFor(keyNumber(1)));
+  forged.back() ^= 0xff;  // a payload byte changed; no checksum left to recompute
+  writeFile(disk.pathFor(keyNumber(1)), forged);
+  const DiskCache::PruneResult r = disk.prune();
+  EXPECT_EQ(r.corruptEntries, 2u);
+  EXPECT_FALSE(fs::exists(disk.pathFor(keyNumber(0))));
+  EXPECT_FALSE(fs::exists(disk.pathFor(keyNumber(1))));
+  EXPECT_EQ(disk.load(keyNumber(2)), payloadFor(2));
+  EXPECT_TRUE(fs::exists(tmp.path() / directorySecretName()));
+  // The same directory under a fleet key: every entry of this user's key fails there.
+  DiskCache fleet(tmp.path(), kDefaultDiskCacheMaxMB << 20, std::make_shared<CacheSecret>(other));
+  EXPECT_EQ(fleet.prune().corruptEntries, 1u);
+  EXPECT_FALSE(fs::exists(disk.pathFor(keyNumber(2))));
+}
+
+// With a key file it may not trust, prune cannot judge entries: an IO error saying why, nothing
+// removed.
+TEST(DiskHygiene, PruneWithoutAKeyFailsAndRemovesNothing) {
+  TempDir tmp;
+  {
+    DiskCache writer(tmp.path());
+    writer.store(keyNumber(0), payloadFor(0));
+  }
+  const fs::path key = tmp.path() / directorySecretName();
+  fs::permissions(key, fs::perms::group_read, fs::perm_options::add);  // readable by others
+  DiskCache disk(tmp.path());
+  try {
+    disk.prune();
+    ADD_FAILURE() << "prune() with a key file others may read succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IO);
+    EXPECT_NE(e.message().find(key.string()), std::string::npos) << e.message();
+  }
   EXPECT_TRUE(fs::exists(disk.pathFor(keyNumber(0))));
 }
 
@@ -332,6 +424,28 @@ TEST(DiskHygiene, PruneRemovesCorruptEntriesAndStaleTemporaries) {
   // A second prune finds nothing to do.
   const DiskCache::PruneResult again = disk.prune();
   EXPECT_EQ(again.staleTemporaries + again.corruptEntries + again.evictedEntries, 0u);
+}
+
+// With no key at all (no fleet key, and this user never wrote here) the entries are someone
+// else's: prune checks all but their tags, and makes no key of its own. Run without the fleet key
+// the processes used, it must not wipe their entries.
+TEST(DiskHygiene, PruneWithNoKeyLeavesTagsUnchecked) {
+  TempDir tmp;
+  const auto fleet = std::make_shared<CacheSecret>("the fleet's key, 32 bytes or more", "test");
+  {
+    DiskCache writer(tmp.path(), kDefaultDiskCacheMaxMB << 20, fleet);
+    for (int i = 0; i < 2; ++i) writer.store(keyNumber(i), payloadFor(i));
+  }
+  std::vector<uint8_t> bytes = readFile(DiskCache(tmp.path()).pathFor(keyNumber(1)));
+  bytes.resize(bytes.size() - 1);  // truncated: corrupt whatever the key
+  writeFile(DiskCache(tmp.path()).pathFor(keyNumber(1)), bytes);
+  DiskCache keyless(tmp.path());
+  const DiskCache::PruneResult r = keyless.prune();
+  EXPECT_EQ(r.corruptEntries, 1u);
+  EXPECT_TRUE(fs::exists(keyless.pathFor(keyNumber(0))));
+  EXPECT_FALSE(fs::exists(tmp.path() / directorySecretName()));
+  EXPECT_EQ(DiskCache(tmp.path(), kDefaultDiskCacheMaxMB << 20, fleet).load(keyNumber(0)),
+            payloadFor(0));
 }
 
 TEST(DiskHygiene, PruneEvictsTheLeastRecentlyUsedPastTheBound) {

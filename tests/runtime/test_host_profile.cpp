@@ -190,7 +190,7 @@ TEST(HostProfile, ADamagedEntryIsMeasuredAgainAndRewritten) {
   {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-3, std::ios::end);
-    f.write("xyz", 3);  // the payload's checksum no longer matches
+    f.write("xyz", 3);  // the entry's tag no longer verifies
   }
   int measured = 0;
   {

@@ -28,6 +28,7 @@
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
+#include "support/sha256.h"
 
 using namespace stitch;
 using namespace stitch::rt;
@@ -123,11 +124,21 @@ void writeFile(const fs::path& p, const std::vector<uint8_t>& bytes) {
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+// The files in dir, but for this user's key file (runtime/cache_secret.h), which the first store
+// makes.
 std::vector<fs::path> filesIn(const fs::path& dir) {
   std::vector<fs::path> out;
   if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != directorySecretName()) out.push_back(e.path());
   return out;
+}
+
+// An entry file's bytes with a 64-bit little-endian field read at `at`.
+uint64_t littleEndian(const std::vector<uint8_t>& file, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(file[at + i]) << (8 * i);
+  return v;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,20 +315,35 @@ TEST(DiskCache, FileFormat) {
   disk.store(key, payload);
   const std::vector<uint8_t> file = readFile(disk.pathFor(key));
   const std::string canon = key.canonical();
-  ASSERT_EQ(file.size(), 32 + canon.size() + payload.size());
+  ASSERT_EQ(file.size(), 56 + canon.size() + payload.size());
   EXPECT_EQ(std::string(file.begin(), file.begin() + 8), "STITCHK1");
-  auto le = [&](size_t at, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(file[at + i]) << (8 * i);
-    return v;
-  };
-  EXPECT_EQ(le(8, 4), 2u);  // kDiskFormatVersion, pinned: a change must be deliberate
-  EXPECT_EQ(le(12, 4), canon.size());
-  EXPECT_EQ(le(16, 8), payload.size());
-  EXPECT_EQ(le(24, 8), fnv1a64(payload));
-  EXPECT_EQ(std::string(file.begin() + 32, file.begin() + 32 + canon.size()), canon);
+  EXPECT_EQ(littleEndian(file, 8, 4),
+            3u);  // kDiskFormatVersion, pinned: a change must be deliberate
+  EXPECT_EQ(littleEndian(file, 12, 4), canon.size());
+  EXPECT_EQ(littleEndian(file, 16, 8), payload.size());
+  EXPECT_EQ(std::string(file.begin() + 56, file.begin() + 56 + canon.size()), canon);
   EXPECT_EQ(std::vector<uint8_t>(file.end() - 5, file.end()), payload);
-  EXPECT_EQ(file, DiskCache::encode(canon, payload));
+  // The tag: HMAC-SHA-256 of the header's first 24 bytes, the key and the payload, under this
+  // user's key of the directory, made by the first store: 64 hex digits, mode 0600.
+  const fs::path keyFile = tmp.path() / directorySecretName();
+  struct stat st {};
+  ASSERT_EQ(::lstat(keyFile.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  std::vector<uint8_t> secret = readFile(keyFile);
+  ASSERT_EQ(secret.size(), 65u);
+  EXPECT_EQ(secret.back(), '\n');
+  secret.pop_back();
+  const Sha256Digest tag = HmacSha256(secret)
+                               .begin()
+                               .add(std::span<const uint8_t>(file.data(), 24))
+                               .add(canon)
+                               .add(payload)
+                               .finish();
+  EXPECT_EQ(std::vector<uint8_t>(file.begin() + 24, file.begin() + 56),
+            std::vector<uint8_t>(tag.begin(), tag.end()));
+  EXPECT_EQ(file, encodeEntry(*disk.secret(), canon, payload));
 }
 
 TEST(DiskCache, NewShapeMisses) {
@@ -348,7 +374,8 @@ TEST(DiskCache, ForeignFilesAreIgnored) {
 // Each way an entry can go bad: detected, counted, warned about, compiled again and rewritten.
 enum class Damage {
   FlipPayloadByte,
-  FlipChecksumByte,
+  FlipTagByte,
+  FlipKeyByte,
   Truncate,
   TruncateHeader,
   Empty,
@@ -357,9 +384,16 @@ enum class Damage {
   WrongVersion,
   ForeignFileWithTheRightName,
   AnotherKeysEntry,
+  // Forgeries (issue 33): another payload, with every check a writer without the key can redo.
+  ForgedUnderAnotherKey,  // the tag recomputed with a key the forger knows
+  ForgedKeepingTheTag,    // the payload changed, the header and tag as they were
+  ForgedFormat2,          // a format-2 entry with its FNV-1a checksum recomputed
 };
 
 class Corruption : public ::testing::TestWithParam<Damage> {};
+
+// What a forger puts in an entry: code of theirs (here, bytes unlike any compile's).
+std::vector<uint8_t> forgedPayload() { return std::vector<uint8_t>(3000, 0xcc); }
 
 void damage(Damage d, const fs::path& dir, const CacheKey& key) {
   DiskCache disk(dir);
@@ -368,7 +402,8 @@ void damage(Damage d, const fs::path& dir, const CacheKey& key) {
   ASSERT_GT(file.size(), 64u);
   switch (d) {
     case Damage::FlipPayloadByte: file.back() ^= 0x01; break;
-    case Damage::FlipChecksumByte: file[27] ^= 0x80; break;
+    case Damage::FlipTagByte: file[27] ^= 0x80; break;
+    case Damage::FlipKeyByte: file[60] ^= 0x01; break;
     case Damage::Truncate: file.resize(file.size() / 2); break;
     case Damage::TruncateHeader: file.resize(20); break;
     case Damage::Empty: file.clear(); break;
@@ -382,9 +417,36 @@ void damage(Damage d, const fs::path& dir, const CacheKey& key) {
     }
     case Damage::AnotherKeysEntry: {
       // A well-formed entry of another key under this key's name (a hash collision, or a file
-      // copied from elsewhere): valid checksum, wrong key.
+      // copied from elsewhere): a good tag, the wrong key.
       CacheKey other = keyWithShape(99);
-      file = DiskCache::encode(other.canonical(), bytesFor(other));
+      file = encodeEntry(*disk.secret(), other.canonical(), bytesFor(other));
+      break;
+    }
+    case Damage::ForgedUnderAnotherKey:
+      file = encodeEntry(CacheSecret("the forger's own key, 32 bytes or more long", "forger"),
+                         key.canonical(), forgedPayload());
+      break;
+    case Damage::ForgedKeepingTheTag: {
+      std::vector<uint8_t> forged = forgedPayload();
+      file.resize(file.size() - bytesFor(key).size());
+      file.insert(file.end(), forged.begin(), forged.end());
+      for (int i = 0; i < 8; ++i) file[16 + i] = static_cast<uint8_t>(forged.size() >> (8 * i));
+      break;
+    }
+    case Damage::ForgedFormat2: {
+      // Format 2's layout: magic, version, K, P, FNV-1a 64 of the payload, key, payload.
+      const std::string canon = key.canonical();
+      const std::vector<uint8_t> forged = forgedPayload();
+      file.assign(kDiskMagic.begin(), kDiskMagic.end());
+      auto le = [&](uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) file.push_back(static_cast<uint8_t>(v >> (8 * i)));
+      };
+      le(2, 4);
+      le(canon.size(), 4);
+      le(forged.size(), 8);
+      le(fnv1a64(forged), 8);
+      file.insert(file.end(), canon.begin(), canon.end());
+      file.insert(file.end(), forged.begin(), forged.end());
       break;
     }
   }
@@ -414,8 +476,9 @@ TEST_P(Corruption, IsDetectedCountedAndRewritten) {
     EXPECT_NE(log.text().find("corrupt"), std::string::npos) << log.text();
   }
   // The rewritten entry is good: a third process-like cache loads it without compiling.
-  EXPECT_EQ(readFile(DiskCache(tmp.path()).pathFor(key)),
-            DiskCache::encode(key.canonical(), bytesFor(key)));
+  DiskCache disk(tmp.path());
+  EXPECT_EQ(readFile(disk.pathFor(key)),
+            encodeEntry(*disk.secret(), key.canonical(), bytesFor(key)));
   auto third = cacheIn(tmp.path());
   auto v = get(*third, key, compiles);
   EXPECT_EQ(compiles.load(), 2);
@@ -425,26 +488,26 @@ TEST_P(Corruption, IsDetectedCountedAndRewritten) {
 }
 
 std::string damageName(const ::testing::TestParamInfo<Damage>& param) {
-  static constexpr std::string_view kNames[] = {"FlipPayloadByte",
-                                                "FlipChecksumByte",
-                                                "Truncate",
-                                                "TruncateHeader",
-                                                "Empty",
-                                                "TrailingBytes",
-                                                "WrongMagic",
-                                                "WrongVersion",
-                                                "ForeignFileWithTheRightName",
-                                                "AnotherKeysEntry"};
+  static constexpr std::string_view kNames[] = {
+      "FlipPayloadByte",     "FlipTagByte",
+      "FlipKeyByte",         "Truncate",
+      "TruncateHeader",      "Empty",
+      "TrailingBytes",       "WrongMagic",
+      "WrongVersion",        "ForeignFileWithTheRightName",
+      "AnotherKeysEntry",    "ForgedUnderAnotherKey",
+      "ForgedKeepingTheTag", "ForgedFormat2"};
   return std::string(kNames[static_cast<int>(param.param)]);
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelCache, Corruption,
-                         ::testing::Values(Damage::FlipPayloadByte, Damage::FlipChecksumByte,
-                                           Damage::Truncate, Damage::TruncateHeader, Damage::Empty,
+                         ::testing::Values(Damage::FlipPayloadByte, Damage::FlipTagByte,
+                                           Damage::FlipKeyByte, Damage::Truncate,
+                                           Damage::TruncateHeader, Damage::Empty,
                                            Damage::TrailingBytes, Damage::WrongMagic,
                                            Damage::WrongVersion,
                                            Damage::ForeignFileWithTheRightName,
-                                           Damage::AnotherKeysEntry),
+                                           Damage::AnotherKeysEntry, Damage::ForgedUnderAnotherKey,
+                                           Damage::ForgedKeepingTheTag, Damage::ForgedFormat2),
                          damageName);
 
 TEST(DiskCache, CorruptEntryIsRemovedOnLoad) {
@@ -797,7 +860,7 @@ TEST(DiskCache, ASymlinkNamedLikeAnEntryIsAMiss) {
   TempDir tmp;
   DiskCache disk(tmp.path());
   const CacheKey key = sampleKey();
-  writeFile(tmp.path() / "elsewhere", DiskCache::encode(key.canonical(), bytesFor(key)));
+  writeFile(tmp.path() / "elsewhere", encodeEntry(*disk.secret(), key.canonical(), bytesFor(key)));
   fs::create_symlink(tmp.path() / "elsewhere", disk.pathFor(key));
   LogCapture log;
   EXPECT_EQ(disk.load(key), std::nullopt);

@@ -1,8 +1,11 @@
 // The kernel cache's remote layer (runtime/remote_cache.h) against a real redis-server on a
-// loopback port (tests/common/redis_server.h): configuration, verified values, a server that dies
-// and comes back, corrupt, truncated, foreign and other-version values, TTLs, namespaces and
-// concurrent writers. Tests that need the server skip, saying why, when it cannot start.
+// loopback port (tests/common/redis_server.h): configuration (a fleet key required), verified
+// values, a server that dies and comes back, corrupt, truncated, foreign, other-version and
+// forged values, error replies (NOAUTH), TTLs, namespaces and concurrent writers; and against a
+// fake server that trickles its reply (tests/common/trickling_server.h), the deadline. Tests
+// that need the server skip, saying why, when it cannot start.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +13,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +23,7 @@
 #include "common/env_guard.h"
 #include "common/redis_server.h"
 #include "common/temp_dir.h"
+#include "common/trickling_server.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
 #include "support/error.h"
@@ -27,8 +33,47 @@ using namespace stitch::rt;
 using stitch::testing::EnvGuard;
 using stitch::testing::RedisServer;
 using stitch::testing::TempDir;
+using stitch::testing::TricklingServer;
 
 namespace {
+
+// The fleet key of the tests' layers.
+const std::string kFleetKey = "the tests' fleet key, 32 bytes or more";
+
+std::shared_ptr<const CacheSecret> fleetSecret() {
+  static const auto secret = std::make_shared<CacheSecret>(kFleetKey, "test");
+  return secret;
+}
+
+// Captures what the stitch logger prints at warn and above while alive.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    oldLevel_ = stitch::log().level();
+    stitch::log().set_level(spdlog::level::warn);
+    sink_->set_level(spdlog::level::warn);
+    stitch::log().sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = stitch::log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    stitch::log().set_level(oldLevel_);
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return out_.str(); }
+  size_t count(std::string_view what) const {
+    const std::string t = text();
+    size_t n = 0;
+    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum oldLevel_;
+};
 
 CacheKey keyOf(const std::string& what) {
   CacheKey k;
@@ -58,13 +103,15 @@ std::shared_ptr<Kernel> get(Cache& cache, const CacheKey& key, std::atomic<int>&
       [](const std::vector<uint8_t>& b) { return std::make_shared<Kernel>(Kernel{b}); });
 }
 
-RemoteCacheConfig configFor(const RedisServer& s) {
-  RemoteCacheConfig c = parseRemoteCacheUrl(s.url(), "test");
+RemoteCacheConfig configFor(const std::string& url) {
+  RemoteCacheConfig c = parseRemoteCacheUrl(url, "test");
   c.timeoutMs = 500;
   c.retryMs = 100;
   c.ttlSeconds = 0;
+  c.secret = fleetSecret();
   return c;
 }
+RemoteCacheConfig configFor(const RedisServer& s) { return configFor(s.url()); }
 
 class RemoteCacheTest : public ::testing::Test {
  protected:
@@ -132,6 +179,8 @@ TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
     return;
   }
   EnvGuard url("STITCH_REMOTE_CACHE", "redis://h:1/2");
+  EnvGuard key("STITCH_CACHE_KEY", kFleetKey.c_str());
+  EnvGuard keyFile("STITCH_CACHE_KEY_FILE", nullptr);
   EnvGuard ns("STITCH_REMOTE_CACHE_NAMESPACE", "team-a.v1");
   EnvGuard timeout("STITCH_REMOTE_CACHE_TIMEOUT_MS", "50");
   EnvGuard ttl("STITCH_REMOTE_CACHE_TTL", "0");
@@ -143,6 +192,8 @@ TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
   EXPECT_EQ(c->ttlSeconds, 0);
   EXPECT_EQ(c->retryMs, 10);
   EXPECT_EQ(c->db, 2);
+  ASSERT_NE(c->secret, nullptr);
+  EXPECT_EQ(c->secret->fingerprint(), fleetSecret()->fingerprint());
   for (auto [name, value] : {std::pair{"STITCH_REMOTE_CACHE_NAMESPACE", "a b"},
                              std::pair{"STITCH_REMOTE_CACHE_TIMEOUT_MS", "0"},
                              std::pair{"STITCH_REMOTE_CACHE_TTL", "-1"},
@@ -158,6 +209,38 @@ TEST(RemoteCacheConfig, ComesFromTheEnvironment) {
   }
 }
 
+// The remote layer exists only with a fleet key: without one, the configuration is an error naming
+// both ways to give it, as a malformed value is; from the environment and from the engine option.
+TEST(RemoteCacheConfig, RequiresAFleetKey) {
+  if (!remoteCacheAvailable()) GTEST_SKIP() << "built without hiredis (libhiredis-dev)";
+  EnvGuard key("STITCH_CACHE_KEY", nullptr);
+  EnvGuard keyFile("STITCH_CACHE_KEY_FILE", nullptr);
+  EnvGuard url("STITCH_REMOTE_CACHE", "redis://10.1.2.3:6379");
+  for (int fromOption = 0; fromOption < 2; ++fromOption) {
+    try {
+      if (fromOption) remoteCacheConfigFromOption("redis://10.1.2.3:6379");
+      else remoteCacheConfigFromEnv();
+      ADD_FAILURE() << "a remote layer without a fleet key was accepted";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(m.find(fromOption ? "remote_cache=redis://10.1.2.3:6379"
+                                  : "STITCH_REMOTE_CACHE=redis://10.1.2.3:6379"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("needs a fleet key"), std::string::npos) << m;
+      EXPECT_NE(m.find("STITCH_CACHE_KEY "), std::string::npos) << m;
+      EXPECT_NE(m.find("STITCH_CACHE_KEY_FILE"), std::string::npos) << m;
+    }
+  }
+  // A layer made in code without one is refused as well.
+  RemoteCacheConfig c = parseRemoteCacheUrl("redis://10.1.2.3", "test");
+  EXPECT_THROW(RemoteCache{c}, Error);
+  // "off" needs none.
+  EnvGuard off("STITCH_REMOTE_CACHE", "off");
+  EXPECT_FALSE(remoteCacheConfigFromEnv());
+}
+
 TEST_F(RemoteCacheTest, StoresVerifiedEntriesUnderNamespacedVersionedNames) {
   RemoteCache remote(configFor(*server_));
   const CacheKey key = keyOf("a");
@@ -167,7 +250,8 @@ TEST_F(RemoteCacheTest, StoresVerifiedEntriesUnderNamespacedVersionedNames) {
   EXPECT_EQ(name, fmt::format("stitch:e{}:{:016x}", kDiskFormatVersion, key.hash()));
   bool found = false;
   // The value is exactly a disk entry.
-  EXPECT_EQ(server_->get(name, &found), asString(encodeEntry(key.canonical(), payloadOf(key))));
+  EXPECT_EQ(server_->get(name, &found),
+            asString(encodeEntry(*fleetSecret(), key.canonical(), payloadOf(key))));
   EXPECT_TRUE(found);
   std::optional<std::vector<uint8_t>> back = remote.load(key);
   ASSERT_TRUE(back);
@@ -238,10 +322,11 @@ TEST_F(RemoteCacheTest, CorruptTruncatedForeignAndOtherVersionValuesAreMissesAnd
   RemoteCache remote(configFor(*server_));
   const CacheKey key = keyOf("victim");
   const std::string name = remote.nameFor(key);
-  const std::string good = asString(encodeEntry(key.canonical(), payloadOf(key)));
+  const CacheSecret& secret = *fleetSecret();
+  const std::string good = asString(encodeEntry(secret, key.canonical(), payloadOf(key)));
 
   std::string flipped = good;
-  flipped.back() ^= 0x5a;  // payload checksum
+  flipped.back() ^= 0x5a;  // a payload byte
   std::string otherFormat = good;
   otherFormat[8] = static_cast<char>(kDiskFormatVersion + 1);  // the header's format version
   CacheKey otherRelease = key;
@@ -252,8 +337,9 @@ TEST_F(RemoteCacheTest, CorruptTruncatedForeignAndOtherVersionValuesAreMissesAnd
       {"truncated", good.substr(0, good.size() - 3)},
       {"corrupt", flipped},
       {"other format version", otherFormat},
-      {"other library version", asString(encodeEntry(otherRelease.canonical(), payloadOf(key)))},
-      {"foreign key", asString(encodeEntry(foreignKey.canonical(), payloadOf(foreignKey)))},
+      {"other library version",
+       asString(encodeEntry(secret, otherRelease.canonical(), payloadOf(key)))},
+      {"foreign key", asString(encodeEntry(secret, foreignKey.canonical(), payloadOf(foreignKey)))},
       {"empty", ""},
   };
   uint64_t corrupt = 0;
@@ -269,6 +355,64 @@ TEST_F(RemoteCacheTest, CorruptTruncatedForeignAndOtherVersionValuesAreMissesAnd
     EXPECT_EQ(compiles.load(), 1) << what;
     bool found = false;
     EXPECT_EQ(server_->get(name, &found), good) << what;
+  }
+}
+
+// Issue 33: one who can write to the server, without the fleet key, changes a value's payload and
+// redoes every check that needs no key: the tag recomputed under a key of theirs, or a format-2
+// entry with its FNV-1a checksum recomputed (what the old format allowed), or the payload swapped
+// under the old tag. Each is a miss, compiled again and overwritten on the server; the forged
+// payload is never loaded, and never reaches the disk of the machine that read it.
+TEST_F(RemoteCacheTest, AForgedValueIsRebuiltNeverRunAndNeverReachesTheDisk) {
+  const RemoteCacheConfig config = configFor(*server_);
+  const CacheKey key = keyOf("forged");
+  const std::string name = RemoteCache(config).nameFor(key);
+  const std::string canon = key.canonical();
+  const std::vector<uint8_t> evil(4096, 0xcc);  // int3 after int3: what a forger would run
+  const std::string good = asString(encodeEntry(*config.secret, canon, payloadOf(key)));
+  std::string format2 = "STITCHK1";
+  auto le = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) format2 += static_cast<char>(v >> (8 * i));
+  };
+  le(2, 4);
+  le(canon.size(), 4);
+  le(evil.size(), 8);
+  le(fnv1a64(evil), 8);
+  format2 += canon + asString(evil);
+  std::string tagKept = good.substr(0, good.size() - payloadOf(key).size()) + asString(evil);
+  for (int i = 0; i < 8; ++i) tagKept[16 + i] = static_cast<char>(evil.size() >> (8 * i));
+  const std::vector<std::pair<const char*, std::string>> forgeries = {
+      {"tag under the forger's key",
+       asString(encodeEntry(CacheSecret("the forger's own key, 32 bytes or more", "forger"), canon,
+                            evil))},
+      {"format 2, checksum recomputed", format2},
+      {"payload swapped, tag kept", tagKept},
+  };
+  for (const auto& [what, value] : forgeries) {
+    ASSERT_TRUE(server_->set(name, value)) << what;
+    TempDir dir;
+    Cache cache(4, std::make_unique<DiskCache>(dir.path()), std::make_shared<RemoteCache>(config));
+    std::atomic<int> compiles{0};
+    LogCapture log;
+    std::shared_ptr<Kernel> k = cache.getOrCompile(
+        key,
+        [&] {
+          ++compiles;
+          // The forged value never reached the disk: the disk holds nothing for this key yet.
+          EXPECT_FALSE(std::filesystem::exists(cache.disk()->pathFor(key))) << what;
+          return payloadOf(key);
+        },
+        [&](const std::vector<uint8_t>& b) {
+          EXPECT_NE(b, evil) << what << ": the forged payload was loaded";
+          return std::make_shared<Kernel>(Kernel{b});
+        });
+    EXPECT_EQ(k->bytes, payloadOf(key)) << what;
+    EXPECT_EQ(compiles.load(), 1) << what;
+    EXPECT_EQ(cache.stats().corruptEntries, 1u) << what;
+    EXPECT_NE(log.text().find("ignoring entry " + name), std::string::npos) << log.text();
+    bool found = false;
+    EXPECT_EQ(server_->get(name, &found), good) << what << ": not overwritten";
+    EXPECT_EQ(DiskCache(dir.path()).load(key), payloadOf(key)) << what;
   }
 }
 
@@ -497,6 +641,7 @@ TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
   RemoteCacheConfig config = parseRemoteCacheUrl(
       "redis://:pw@127.0.0.1:" + std::to_string(server_->port()) + "/2", "test");
   config.ttlSeconds = 0;
+  config.secret = fleetSecret();
   RemoteCache remote(config);
   const CacheKey key = keyOf("secret");
   remote.store(key, payloadOf(key));
@@ -506,4 +651,126 @@ TEST_F(RemoteCacheTest, AuthAndSelectAreSent) {
   RemoteCache wrong(config);
   EXPECT_FALSE(wrong.load(key));
   EXPECT_EQ(wrong.stats().remoteErrors, 1u);
+}
+
+// An error reply is a failure of the layer, as a dead server is (issue 33: one warning per GET and
+// SET, never skipped): a server that requires a password none was given answers NOAUTH; one
+// warning, one error, then the layer is skipped for the retry interval.
+TEST_F(RemoteCacheTest, ANoauthServerIsOneWarningThenSkipped) {
+  ASSERT_TRUE(server_->command({"CONFIG", "SET", "requirepass", "pw"}).rfind("+OK", 0) == 0);
+  RemoteCacheConfig config = configFor(*server_);
+  config.retryMs = 60000;
+  LogCapture log;
+  RemoteCache remote(config);
+  for (int i = 0; i < 20; ++i) {
+    const CacheKey key = keyOf("noauth" + std::to_string(i));
+    EXPECT_FALSE(remote.load(key));
+    remote.store(key, payloadOf(key));
+  }
+  EXPECT_EQ(remote.stats().remoteErrors, 1u);
+  EXPECT_EQ(remote.stats().remoteWrites, 0u);
+  EXPECT_EQ(log.count("remote cache"), 1u) << log.text();
+  EXPECT_NE(log.text().find("NOAUTH"), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find("trying again in 60000 ms"), std::string::npos) << log.text();
+}
+
+// An error reply to a write (here OOM: maxmemory reached under noeviction) likewise.
+TEST_F(RemoteCacheTest, AnErrorReplyToAWriteIsOneWarningThenSkipped) {
+  ASSERT_EQ(server_->command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).rfind("+OK", 0),
+            0u);
+  ASSERT_EQ(server_->command({"CONFIG", "SET", "maxmemory", "1"}).rfind("+OK", 0), 0u);
+  RemoteCacheConfig config = configFor(*server_);
+  config.retryMs = 60000;
+  LogCapture log;
+  RemoteCache remote(config);
+  for (int i = 0; i < 20; ++i) {
+    const CacheKey key = keyOf("full" + std::to_string(i));
+    remote.store(key, payloadOf(key));
+    EXPECT_FALSE(remote.load(key));
+  }
+  EXPECT_EQ(remote.stats().remoteErrors, 1u);
+  EXPECT_EQ(log.count("remote cache"), 1u) << log.text();
+  EXPECT_NE(log.text().find("OOM"), std::string::npos) << log.text();
+}
+
+// Issue 33: a server that sends its reply one byte per 100 ms, so that each read returns within a
+// per-read timeout, held `stitch run` for good. One deadline covers the whole command: the load
+// gives up after the timeout, says so in words, and the layer is then skipped.
+TEST(RemoteCacheDeadline, ATrickledReplyCostsAtMostTheTimeout) {
+  if (!remoteCacheAvailable()) GTEST_SKIP() << "built without hiredis (libhiredis-dev)";
+  auto server = std::make_unique<TricklingServer>();
+  ASSERT_TRUE(server->ok());
+  RemoteCacheConfig config = configFor(server->url());
+  config.timeoutMs = 200;
+  config.retryMs = 60000;
+  LogCapture log;
+  RemoteCache remote(config);
+  using Clock = std::chrono::steady_clock;
+  auto msSince = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto t0 = Clock::now();
+  auto pending = std::async(std::launch::async, [&] { return remote.load(keyOf("slow")); });
+  if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    server.reset();  // closes the connection, which releases the load
+    pending.wait();
+    FAIL() << "a reply trickled one byte per 100 ms held a load for 10 s (timeout 200 ms)";
+  }
+  EXPECT_FALSE(pending.get());
+  const double ms = msSince(t0);
+  std::printf("trickling server: the load gave up after %.1f ms (timeout 200 ms)\n", ms);
+  EXPECT_GE(ms, 190);  // it waited the deadline out
+  EXPECT_LT(ms, 600);  // and no longer (slack for a loaded machine)
+  EXPECT_EQ(remote.stats().remoteErrors, 1u);
+  EXPECT_NE(log.text().find("timed out after 200 ms"), std::string::npos) << log.text();
+  EXPECT_EQ(log.text().find("Resource temporarily unavailable"), std::string::npos) << log.text();
+  // Then the layer is skipped: no more waiting, no more connections.
+  const auto t1 = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_FALSE(remote.load(keyOf(std::to_string(i))));
+    remote.store(keyOf(std::to_string(i)), payloadOf(keyOf(std::to_string(i))));
+  }
+  EXPECT_LT(msSince(t1), 100);
+  EXPECT_EQ(remote.stats().remoteErrors, 1u);
+  EXPECT_EQ(server->connections(), 1);
+  // A write is bounded the same way.
+  RemoteCache writer(config);
+  const auto t2 = Clock::now();
+  auto written = std::async(std::launch::async,
+                            [&] { writer.store(keyOf("slow write"), payloadOf(keyOf("w"))); });
+  if (written.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    server.reset();
+    written.wait();
+    FAIL() << "a reply trickled one byte per 100 ms held a store for 10 s (timeout 200 ms)";
+  }
+  EXPECT_LT(msSince(t2), 600);
+  EXPECT_EQ(writer.stats().remoteErrors, 1u);
+  EXPECT_EQ(writer.stats().remoteWrites, 0u);
+}
+
+// A server that accepts connections and never answers: the connect and the command share the one
+// deadline (a listening socket whose backlog is full does not even accept).
+TEST(RemoteCacheDeadline, ASilentServerCostsAtMostTheTimeout) {
+  if (!remoteCacheAvailable()) GTEST_SKIP() << "built without hiredis (libhiredis-dev)";
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);  // connections complete in the kernel; nobody reads them
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  RemoteCacheConfig config = configFor("redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  config.timeoutMs = 150;
+  LogCapture log;
+  RemoteCache remote(config);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(remote.load(keyOf("silence")));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(ms, 140);
+  EXPECT_LT(ms, 500);
+  EXPECT_NE(log.text().find("timed out after 150 ms"), std::string::npos) << log.text();
+  ::close(listener);
 }
