@@ -358,10 +358,22 @@ void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& opti
   std::vector<char> isInput(numNodes, 0), written(numNodes, 0), scratchWritten(numParams, 0);
   for (int id : optimized.inputs()) isInput[static_cast<size_t>(id)] = 1;
 
+  // What an index check may name: the graph's gathers and check_index ops (the lowering labels
+  // each check after its node, ir::indexCheckLabel).
+  std::set<std::string> checkLabels;
+  for (const ir::Node& n : optimized.nodes())
+    if (n.op == ir::OpCode::Gather || n.op == ir::OpCode::CheckIndex)
+      checkLabels.insert(ir::indexCheckLabel(n));
+
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
-    const auto& [kernelName, params, phases, sizes, forms] = kernels[ki];
+    const auto& [kernelName, params, phases, sizes, checks, forms] = kernels[ki];
     (void)sizes;  // any values: the code reads them as the sizes it was built for
     const std::string where = fmt::format("kernel {} ({})", ki, kernelName);
+    for (const std::string& c : checks)
+      if (!checkLabels.count(c))
+        defect(fmt::format("{} checks indices for \"{}\", which is no gather or check_index of "
+                           "the graph",
+                           where, c));
     if (phases.empty()) defect(where + " has no phases");
     if (forms.empty()) defect(where + " has no code");
     for (size_t f = 0; f < forms.size(); ++f)
