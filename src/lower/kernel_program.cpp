@@ -663,6 +663,28 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       stages = std::max(stages, a.stage + 1);
       ph_.accs.push_back(a);
     }
+    // Index checks of a value that is the row's (a label of [N, 1] against rows of [N, C]) and
+    // needs none of the row's reductions run once per row, in `pre`: the row's walks find them
+    // there (the index is the row's own, hash-consed), and do not carry the check's reduction
+    // through every element (on the host it would halve the vector width of an f32 row walk:
+    // an i64 lane per element).
+    // (Only where there is one: the position's index math, left in `pre`, would be shared by
+    // the later blocks, which moves register pressure on a GPU.)
+    std::vector<int> checked;
+    for (const auto& [n, dp] : depth) {
+      const OpCode code = g_.node(n).op;
+      if (dp == 0 && !isRowReduction(n) && inKernel_[static_cast<size_t>(n)] &&
+          !materialized_.count(n) && (code == OpCode::CheckIndex || code == OpCode::Gather))
+        checked.push_back(n);
+    }
+    if (!checked.empty()) {
+      Index pos0 = positionAt(std::vector<int>(redDims.size(), constI(0)));
+      for (int n : checked) {
+        bool perElem = true;
+        Index idx = fromDomain(n, pos0, &perElem);
+        if (!perElem) value(n, idx);
+      }
+    }
     ph_.stages.resize(static_cast<size_t>(stages));
     for (int s = 0; s < stages; ++s) {
       Stage& stage = ph_.stages[static_cast<size_t>(s)];

@@ -36,6 +36,10 @@
 //   read once.
 // - Horizontally packed parts (independent sub-kernels) become separate phases too: phases run
 //   one after the other, which is always legal.
+// - Indices read from data are checked where they are read (InstKind::CheckIndex): a gather's,
+//   and a check_index's. A check of a value that is the row's own in a reduce phase (a label
+//   against its row of logits) and needs none of the row's reductions is evaluated once per row
+//   in `pre`; the row's walks find it there.
 //
 // Instructions are SSA, numbered per phase; a block lists the ids it defines, in order. Values
 // are typed by IR dtype and computed in the compute type: f16/bf16/f32 in f32 (f16/bf16 results

@@ -576,11 +576,11 @@ class PhaseEmitter {
   llvm::Value* accInit(const lower::Accumulator& a);
   llvm::Value* accCombine(const lower::Accumulator& a, llvm::Value* acc, llvm::Value* v);
   void emitBlock(const lower::Block& b);
-  // Index checks (InstKind::CheckIndex): per check of the program this phase evaluates, whether
-  // an index fell outside its bound and the largest such index (unsigned, so a negative one is
-  // larger than any bound). Both are reductions the loop vectorizer keeps in registers (or,
-  // umax), so a check costs a compare and two lane operations an element, and no branch in the
-  // loop; the function records a failure into the status words once, at its end.
+  // Index checks (InstKind::CheckIndex): per check of the program this phase evaluates, the
+  // largest index that fell outside its bound (unsigned, so a negative one is larger than any
+  // bound; 0 while none did), an unsigned-max reduction the loop vectorizer keeps in registers,
+  // so a check costs a compare, a select and a max an element and no branch in the loop; the
+  // function records a failure into the status words once, at its end.
   void initChecks(llvm::Value* buffers);
   llvm::Value* checkIndex(const Inst& in, int id);
   void recordChecks();
@@ -635,8 +635,15 @@ class PhaseEmitter {
   int64_t rowMultiple_;
   std::vector<llvm::Value*> argVals_;  // the size arguments, loaded in the entry block
   llvm::Value* status_ = nullptr;      // the index checks' status words (initChecks)
-  std::vector<llvm::AllocaInst*> checkBad_, checkMax_;  // per check; null where not evaluated
-  std::vector<int> checkInst_;                          // per check: one of its instructions
+  // Per check of the program (null where this phase does not evaluate it): the largest failing
+  // index, and whether any was checked (only where the bound may be 0); one of its instructions.
+  std::vector<llvm::AllocaInst*> checkMax_, checkSeen_;
+  std::vector<int> checkInst_;
+  // Whether CheckIndex `id`'s bound may be 0: compiled in as 0, or a size argument.
+  bool boundMayBeZero(int id) const {
+    return ph_.insts[static_cast<size_t>(id)].ivalue == 0 ||
+           (args_ && args_->insts[static_cast<size_t>(id)] >= 0);
+  }
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> bufs_;
   std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
@@ -990,28 +997,32 @@ void PhaseEmitter::initChecks(llvm::Value* buffers) {
   status_ = B_.CreateLoad(
       ptr, B_.CreateConstGEP1_64(ptr, buffers, ph_.buffers.size() + (args_ ? 1 : 0)), "status");
   for (int id : checkInst_) {
-    llvm::AllocaInst* bad = nullptr;
     llvm::AllocaInst* max = nullptr;
+    llvm::AllocaInst* seen = nullptr;
     if (id >= 0) {
-      bad = B_.CreateAlloca(B_.getInt1Ty(), nullptr, "check_bad");
       max = B_.CreateAlloca(B_.getInt64Ty(), nullptr, "check_max");
-      B_.CreateStore(B_.getInt1(false), bad);
       B_.CreateStore(i64(0), max);
+      if (boundMayBeZero(id)) {
+        seen = B_.CreateAlloca(B_.getInt1Ty(), nullptr, "check_seen");
+        B_.CreateStore(B_.getInt1(false), seen);
+      }
     }
-    checkBad_.push_back(bad);
     checkMax_.push_back(max);
+    checkSeen_.push_back(seen);
   }
 }
 
+// One unsigned max an element (the compare and select hoist out of a row's walk when the index
+// is the row's, a label's): the largest failing index, 0 while none has failed. An index of 0
+// fails only against a bound of 0, which `seen` (kept where the bound may be 0) tells apart.
 llvm::Value* PhaseEmitter::checkIndex(const Inst& in, int id) {
   llvm::Value* k = val(in.args[0]);
   llvm::Value* ok = B_.CreateICmpULT(k, imm(id));
   const auto c = static_cast<size_t>(in.check);
-  llvm::Value* bad = B_.CreateLoad(B_.getInt1Ty(), checkBad_[c]);
-  B_.CreateStore(B_.CreateOr(bad, B_.CreateNot(ok)), checkBad_[c]);
   llvm::Value* max = B_.CreateLoad(B_.getInt64Ty(), checkMax_[c]);
   B_.CreateStore(intrinsic(llvm::Intrinsic::umax, {max, B_.CreateSelect(ok, i64(0), k)}),
                  checkMax_[c]);
+  if (checkSeen_[c]) B_.CreateStore(B_.getInt1(true), checkSeen_[c]);
   return B_.CreateSelect(ok, k, i64(0));
 }
 
@@ -1022,7 +1033,12 @@ void PhaseEmitter::recordChecks() {
     auto* record = llvm::BasicBlock::Create(C_, "check_record", f);
     auto* store = llvm::BasicBlock::Create(C_, "check_store", f);
     auto* next = llvm::BasicBlock::Create(C_, "check_next", f);
-    llvm::Value* bad = B_.CreateLoad(B_.getInt1Ty(), checkBad_[c]);
+    llvm::Value* max = B_.CreateLoad(B_.getInt64Ty(), checkMax_[c]);
+    llvm::Value* bound = imm(checkInst_[c]);
+    llvm::Value* bad = B_.CreateICmpNE(max, i64(0));
+    if (checkSeen_[c])
+      bad = B_.CreateOr(bad, B_.CreateAnd(B_.CreateLoad(B_.getInt1Ty(), checkSeen_[c]),
+                                          B_.CreateICmpEQ(bound, i64(0))));
     B_.CreateCondBr(bad, record, next);
     // The first failing check of the run claims the words (status[0] = check + 1).
     B_.SetInsertPoint(record);
@@ -1031,9 +1047,8 @@ void PhaseEmitter::recordChecks() {
         llvm::AtomicOrdering::SequentiallyConsistent, llvm::AtomicOrdering::SequentiallyConsistent);
     B_.CreateCondBr(B_.CreateExtractValue(claim, 1), store, next);
     B_.SetInsertPoint(store);
-    B_.CreateStore(B_.CreateLoad(B_.getInt64Ty(), checkMax_[c]),
-                   B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 1));
-    B_.CreateStore(imm(checkInst_[c]), B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 2));
+    B_.CreateStore(max, B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 1));
+    B_.CreateStore(bound, B_.CreateConstGEP1_64(B_.getInt64Ty(), status_, 2));
     B_.CreateBr(next);
     B_.SetInsertPoint(next);
   }
