@@ -533,6 +533,7 @@ void priceLaunch(const PlanContext& ctx, Kernel& k) {
       lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
   k.summary.blocks = k.mapping.blocks = launch.blocks;
   k.summary.threadsPerBlock = k.mapping.threadsPerBlock = launch.threadsPerBlock;
+  k.summary.bytesInFlightPerThread = launch.bytesInFlightPerThread;
 }
 
 Scheme communicationScheme(const Mapping& m) {
@@ -613,18 +614,22 @@ void Analyzer::countWork(Kernel& k) {
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
   for (int o : k.outputs) s.bytesWritten = saturatingAdd(s.bytesWritten, ctx_.bytes[o]);
-  // Column partials: written by the rows phase and read by the combine phase, once each.
+  // Column partials: written by the rows phase and read by the combine phase right after. While
+  // they fit in half the last-level cache (the other half for the rows streaming through it) the
+  // combine phase reads them from there, and DRAM sees them once, when the cache writes them back;
+  // larger ones are written and read again.
+  int64_t partials = 0;
   for (int n : k.nodes) {
     if (place(n) != Place::Column) continue;
     const lower::LaunchTarget target = lower::launchTarget(ctx_.hw);
     const int64_t workers =
         lower::columnPartialWorkers(rows_, rowLength_, ctx_.hw.isGpu ? &target : nullptr);
-    const int64_t partial =
-        saturatingMul(saturatingMul(workers, rowLength_),
-                      ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype)));
-    s.bytesRead = saturatingAdd(s.bytesRead, partial);
-    s.bytesWritten = saturatingAdd(s.bytesWritten, partial);
+    partials = saturatingAdd(
+        partials, saturatingMul(saturatingMul(workers, rowLength_),
+                                ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype))));
   }
+  s.bytesWritten = saturatingAdd(s.bytesWritten, partials);
+  if (partials > ctx_.hw.cacheBytes / 2) s.bytesRead = saturatingAdd(s.bytesRead, partials);
   // An output per element computed from a grid barrier's result is stored by the walk of the
   // next barrier's phase A, or, after the last barrier, by a second walk over the rows
   // (lower/kernel_program.h): then the element-sized inputs are read again.
