@@ -223,6 +223,7 @@ fusion::HardwareProfile profileFor(const rt::Target& target) {
     // "Shared memory" is a core's private L2 (hardware.h).
     if (h.l2Bytes > 0)
       profile->sharedMemoryPerProcessor = profile->sharedMemoryPerBlock = h.l2Bytes;
+    if (h.l3Bytes > 0) profile->cacheBytes = h.l3Bytes;
     if (h.memoryBandwidth > 0) profile->memoryBandwidth = h.memoryBandwidth;
     if (!h.model.empty())
       profile->description = fmt::format(

@@ -19,6 +19,14 @@ namespace {
 // their plateau from about a quarter to a half of full occupancy. A100 and MI250X land in the
 // same range by the same arithmetic. 0.3 sits in the middle; occupancy above it buys nothing.
 constexpr double kGpuSaturationFill = 0.3;
+// The in-flight bytes kGpuSaturationFill was reasoned with (one vector load per thread), and the
+// most loads of that size the model credits a thread with.
+constexpr double kBaselineBytesInFlight = 16.0;
+constexpr double kMaxInFlightLoads = 8.0;
+// What one processor streams at most, in fair shares of the bandwidth (bandwidth / processors):
+// its load/store path and its misses in flight bound it whatever its threads keep in flight
+// (single-SM copy kernels reach 50-100 GB/s on A100/H100, about 3-4 shares).
+constexpr double kMaxProcessorShares = 4.0;
 // Keeps the divisions finite; a real kernel (one thread on a whole GPU) is ~1e-5.
 constexpr double kMinEfficiency = 1e-6;
 // A spilled 32-bit register is stored once and loaded once.
@@ -39,7 +47,8 @@ KernelCost estimateKernel(const KernelSummary& k, const HardwareProfile& hw) {
   STITCH_INTERNAL(k.bytesRead >= 0 && k.bytesWritten >= 0 && k.cheapOps >= 0 &&
                       k.expensiveOps >= 0 && k.recomputeCheapOps >= 0 &&
                       k.recomputeExpensiveOps >= 0 && k.sharedMemoryPerBlock >= 0 &&
-                      k.registersPerThread >= 0 && k.blockSyncs >= 0 && k.gridSyncs >= 0,
+                      k.registersPerThread >= 0 && k.blockSyncs >= 0 && k.gridSyncs >= 0 &&
+                      k.bytesInFlightPerThread >= 0,
                   "kernel summary with a negative count");
 
   KernelCost cost;
@@ -73,14 +82,24 @@ KernelCost estimateKernel(const KernelSummary& k, const HardwareProfile& hw) {
   const double fill = static_cast<double>(std::min(k.blocks, capacity) * threads) /
                       (static_cast<double>(hw.processors) * hw.maxThreadsPerProcessor);
   // On a CPU no saturation curve: one core streams far below the socket's bandwidth.
-  const double saturation = hw.isGpu ? fill / kGpuSaturationFill : fill;
+  const double inFlight =
+      std::clamp(static_cast<double>(k.bytesInFlightPerThread) / kBaselineBytesInFlight, 1.0,
+                 kMaxInFlightLoads);
+  double saturation = fill;
+  if (hw.isGpu) {
+    const double active = static_cast<double>(std::min<int64_t>(k.blocks, hw.processors));
+    saturation = std::min(fill * inFlight / kGpuSaturationFill,
+                          active * kMaxProcessorShares / hw.processors);
+  }
   cost.efficiency = std::clamp(saturation, kMinEfficiency, 1.0);
 
   cost.sync =
       k.blockSyncs * hw.blockSyncTime * static_cast<double>(waves) + k.gridSyncs * hw.gridSyncTime;
 
   const double spilled = static_cast<double>(std::max<int64_t>(0, k.registersPerThread - regLimit));
-  const double spillBytes = spilled * kSpillBytesPerRegister * static_cast<double>(k.blocks) *
+  // Per resident thread: later blocks reuse a slot's local memory, which the caches hold.
+  const double spillBytes = spilled * kSpillBytesPerRegister *
+                            static_cast<double>(std::min(k.blocks, capacity)) *
                             static_cast<double>(threads);
   const double bytes =
       static_cast<double>(k.bytesRead) + static_cast<double>(k.bytesWritten) + spillBytes;

@@ -23,11 +23,29 @@
 //   capacity   = processors * resident                                         blocks at once
 //   waves      = ceil(blocks / capacity)
 //   fill       = min(blocks, capacity) * threadsPerBlock / (processors * maxThreadsPerProcessor)
-//   efficiency = GPU:  min(1, fill / 0.3)   a streaming kernel saturates DRAM at ~30% occupancy
+//   inFlight   = clamp(bytesInFlightPerThread / 16 B, 1, 8)
+//   efficiency = GPU:  min(1, fill * inFlight / 0.3, min(blocks, processors) * 4 / processors)
+//                      a streaming kernel with one 16-byte load in flight per thread saturates
+//                      DRAM at ~30% occupancy; one with k of them at a k-th of that (Little's
+//                      law: it is the bytes in flight that hide the latency); but a processor
+//                      streams at most ~4 fair shares of the bandwidth, so a few blocks stay a
+//                      few processors' worth whatever they keep in flight
 //                host: min(1, fill)         = min(1, blocks / cores): every core must stream
 //                floored at 1e-6; in (0, 1]
 //   spillBytes = max(0, registersPerThread - regLimit) * 4 B * 2 (store + load)
-//              * blocks * threadsPerBlock
+//              * min(blocks, capacity) * threadsPerBlock
+//                (per resident thread: a spilled register lives in local memory, which a later
+//                block on the same slot reuses and the caches hold; charging it for every thread
+//                of a grid of thousands of 1024-thread blocks priced a fused cross-entropy, whose
+//                estimated 76 registers NVRTC compiles to 32 without a spill, tens of
+//                microseconds above its two kernels: issue 33)
+//
+// The bytes in flight count only from one vector load up (a thread's later loads of a grid-stride
+// loop overlap too, which the 0.3 was measured with) and up to eight of them (an SM tracks a
+// bounded number of outstanding misses). They matter where a kernel has few threads: an unrolled
+// row walk of a few hundred rows issues every load of its row at once, which is why a fused
+// layer-norm backward of 200 rows is not ten times slower than its unfused kernels, as pricing it
+// by its thread count alone said (issue 33).
 //
 // Efficiency scales the throughput terms only: the memory latency is one dependent round trip
 // and does not shrink with more threads (dividing it too would price a one-block kernel at
@@ -72,6 +90,9 @@ struct KernelSummary {
   int threadsPerBlock = 1;
   int64_t sharedMemoryPerBlock = 0;  // bytes
   int registersPerThread = 16;       // estimated from live values
+  // Global-memory bytes a thread has in flight at once: the loads it issues before it needs their
+  // values (lower/launch.h). One 16-byte vector load unless the group analysis says more.
+  int64_t bytesInFlightPerThread = 16;
   // Synchronization inside the kernel.
   int blockSyncs = 0;  // barriers per block
   int gridSyncs = 0;   // grid-wide barriers (the global stitch scheme)

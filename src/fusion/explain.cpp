@@ -582,6 +582,7 @@ std::string explainJson(const ir::Graph& g, const Plan& p) {
     w.key("recompute_expensive_ops").integer(s.recomputeExpensiveOps);
     w.key("shared_memory_per_block").integer(s.sharedMemoryPerBlock);
     w.key("registers_per_thread").integer(s.registersPerThread);
+    w.key("bytes_in_flight_per_thread").integer(s.bytesInFlightPerThread);
     w.key("block_syncs").integer(s.blockSyncs);
     w.key("grid_syncs").integer(s.gridSyncs);
     w.endObject();

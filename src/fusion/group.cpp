@@ -66,7 +66,11 @@ namespace {
 // How a value sits in the kernel's domain (see group.h).
 // Column: a float sum or mean of a domain value over the kept axes in a row kernel, carried as
 // per-worker column partials and a combine phase (lower/column_partials.h).
-enum class Place { Elem, Row, Partial, Global, Column };
+// Combine: an elementwise value of column results (a bf16 cast of dgamma), one per column,
+// computed in the combine phase that completes them.
+// Once: a single value computed from second-level results alone (a mean loss from a sum and a
+// count), computed once, in the phase that completes its last barrier.
+enum class Place { Elem, Row, Partial, Global, Column, Combine, Once };
 
 std::string shapeText(std::span<const int64_t> s) {
   std::string out = "[";
@@ -118,6 +122,9 @@ class Analyzer {
   bool isColumnReduction(int n) const;
   bool placeNodes();
   bool placeValue(int n);
+  // Whether an operand of n in this kernel is a column result (Column or Combine).
+  bool readsColumn(int n) const;
+  bool placeCombine(int n);
   // Whether n is computed (through values of this kernel) from one of its reductions.
   bool readsReduction(int n);
   void layOut(Kernel& k);
@@ -276,6 +283,49 @@ bool Analyzer::isColumnReduction(int n) const {
   return true;
 }
 
+bool Analyzer::readsColumn(int n) const {
+  for (int o : ctx_.graph.node(n).operands)
+    if (in(o) && (places_[pos(o)] == Place::Column || places_[pos(o)] == Place::Combine))
+      return true;
+  return false;
+}
+
+// A value read from a column result runs in the combine phase, one unit per column
+// (lower/column_partials.h): after the rows, where a column's partials meet. That phase has the
+// column results and the kernel's inputs, nothing the row walk computed. So the value must be
+// elementwise in the column results' coordinates (their size: an operand of that size is then
+// read at the same flat index, NumPy's broadcasting cannot stretch it), and its other operands
+// column results too, or values recomputed from the inputs at its index (a cast of gamma).
+bool Analyzer::placeCombine(int n) {
+  const ir::Node& node = ctx_.graph.node(n);
+  int column = -1;
+  for (int o : node.operands)
+    if (in(o) && (place(o) == Place::Column || place(o) == Place::Combine)) column = o;
+  const OpKind k = ctx_.kinds[n];
+  if ((k != OpKind::Cheap && k != OpKind::Expensive && k != OpKind::Reshape) ||
+      ctx_.numel[n] != rowLength_)
+    return fail([&] {
+      return fmt::format(
+          "{} ({}, {}) reads {}, a column reduction's result, which is complete only after every "
+          "row: only elementwise values of its {} columns run in the combine phase that "
+          "completes it",
+          name(n), ir::opName(node.op), shapeText(ctx_.shapes[n]), name(column), rowLength_);
+    });
+  for (int o : node.operands) {
+    if (!in(o) || place(o) == Place::Column || place(o) == Place::Combine) continue;
+    if (place(o) == Place::Partial && !readsReduction(o)) continue;  // recomputed per column
+    return fail([&] {
+      return fmt::format(
+          "{} combines {}, a column reduction's result, with {}, a value of the kernel's row "
+          "walk: the combine phase runs after the rows and has only the column results and the "
+          "kernel's inputs",
+          name(n), name(column), name(o));
+    });
+  }
+  place(n) = Place::Combine;
+  return true;
+}
+
 bool Analyzer::readsReduction(int n) {
   if (reads_.empty()) {
     // nodes_ is in topological order (ids), so operands come first.
@@ -315,6 +365,22 @@ bool Analyzer::placeNodes() {
                 node.name, ir::opName(node.op), node.op == OpCode::Gather ? "gather" : "move",
                 name(o), node.op == OpCode::Gather ? "" : ", and it is computed from a reduction");
           });
+    if (k != OpKind::Reduce && readsColumn(n)) {
+      if (!placeCombine(n)) return false;
+      continue;
+    }
+    if (k != OpKind::Reduce && ctx_.numel[n] == 1) {
+      bool global = false, rows = false;
+      for (int o : node.operands) {
+        if (!in(o)) continue;
+        if (place(o) == Place::Global || place(o) == Place::Once) global = true;
+        else rows = true;
+      }
+      if (global && !rows) {
+        place(n) = Place::Once;
+        continue;
+      }
+    }
     if (k != OpKind::Reduce) {
       if (!placeValue(n)) return false;
       continue;
@@ -388,6 +454,10 @@ void Analyzer::layOut(Kernel& k) {
       m.blocks = std::max<int64_t>(1, ceilDiv(m.domain, kTaskElements));
     else m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, kTaskElements)));
     if (kind_ == MappingKind::AllReduce) m.width = RowWidth::MultiBlock;
+    // A rows phase carrying column partials runs a task per worker (lower/column_partials.h):
+    // a few hundred rows are several tasks, not the one their element count makes.
+    if (std::find(places_.begin(), places_.end(), Place::Column) != places_.end())
+      m.blocks = std::max<int64_t>(1, lower::columnPartialWorkers(rows_, rowLength_, nullptr));
     return;
   }
   switch (kind_) {
@@ -463,6 +533,7 @@ void priceLaunch(const PlanContext& ctx, Kernel& k) {
       lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
   k.summary.blocks = k.mapping.blocks = launch.blocks;
   k.summary.threadsPerBlock = k.mapping.threadsPerBlock = launch.threadsPerBlock;
+  k.summary.bytesInFlightPerThread = launch.bytesInFlightPerThread;
 }
 
 Scheme communicationScheme(const Mapping& m) {
@@ -543,18 +614,22 @@ void Analyzer::countWork(Kernel& k) {
   // Traffic: every external value once; every output once.
   for (int o : k.inputs) s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[o]);
   for (int o : k.outputs) s.bytesWritten = saturatingAdd(s.bytesWritten, ctx_.bytes[o]);
-  // Column partials: written by the rows phase and read by the combine phase, once each.
+  // Column partials: written by the rows phase and read by the combine phase right after. While
+  // they fit in half the last-level cache (the other half for the rows streaming through it) the
+  // combine phase reads them from there, and DRAM sees them once, when the cache writes them back;
+  // larger ones are written and read again.
+  int64_t partials = 0;
   for (int n : k.nodes) {
     if (place(n) != Place::Column) continue;
     const lower::LaunchTarget target = lower::launchTarget(ctx_.hw);
     const int64_t workers =
         lower::columnPartialWorkers(rows_, rowLength_, ctx_.hw.isGpu ? &target : nullptr);
-    const int64_t partial =
-        saturatingMul(saturatingMul(workers, rowLength_),
-                      ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype)));
-    s.bytesRead = saturatingAdd(s.bytesRead, partial);
-    s.bytesWritten = saturatingAdd(s.bytesWritten, partial);
+    partials = saturatingAdd(
+        partials, saturatingMul(saturatingMul(workers, rowLength_),
+                                ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype))));
   }
+  s.bytesWritten = saturatingAdd(s.bytesWritten, partials);
+  if (partials > ctx_.hw.cacheBytes / 2) s.bytesRead = saturatingAdd(s.bytesRead, partials);
   // An output per element computed from a grid barrier's result is stored by the walk of the
   // next barrier's phase A, or, after the last barrier, by a second walk over the rows
   // (lower/kernel_program.h): then the element-sized inputs are read again.
@@ -603,6 +678,8 @@ void Analyzer::countWork(Kernel& k) {
         break;
       case Place::Global:
       case Place::Column: work = ctx_.numel[g.node(n).operands[0]]; break;
+      case Place::Combine:
+      case Place::Once: work = ctx_.numel[n]; break;
     }
     switch (kind) {
       case OpKind::Cheap:
@@ -633,8 +710,11 @@ void Analyzer::countWork(Kernel& k) {
   // Registers: about two per op of the row walk. Ops after a grid barrier run in a later phase
   // (lower/kernel_program.h) and do not add to the walk's pressure; nor does a reshape, which
   // the lowering turns into no instruction (it keeps the flat index).
+  // The combine phase's values do not either.
   size_t walkOps = 0;
-  for (int n : k.nodes) walkOps += after[pos(n)] || ctx_.kinds[n] == OpKind::Reshape ? 0 : 1;
+  for (int n : k.nodes)
+    walkOps +=
+        after[pos(n)] || place(n) == Place::Combine || ctx_.kinds[n] == OpKind::Reshape ? 0 : 1;
   int base = 16 + 2 * static_cast<int>(std::min<size_t>(walkOps, 64));
   s.registersPerThread = base;
   int reductions = 0;
@@ -709,14 +789,11 @@ bool Analyzer::run(Kernel& k) {
                       [&](const Edge& e) { return e.producer == p; }))
         continue;
       Edge e{p, c, Scheme::Local, false};
-      if (place(p) == Place::Column)
-        return fail([&] {
-          return fmt::format(
-              "{} is a column reduction carried as per-worker partials: it is complete only after "
-              "the kernel, so {} cannot use it inside",
-              name(p), name(c));
-        });
-      if (ctx_.kinds[p] == OpKind::Reduce) {
+      // A column result is read in registers of the combine phase that completes it; placement
+      // admitted only consumers that run there.
+      STITCH_INTERNAL(place(p) != Place::Column || place(c) == Place::Combine,
+                      "{} reads column reduction {} outside the combine phase", name(c), name(p));
+      if (ctx_.kinds[p] == OpKind::Reduce && place(p) != Place::Column) {
         if (ctx_.mode == Mode::Basic)
           return fail([&] {
             return fmt::format("basic mode: the consumers of reduction {} start a new kernel",

@@ -12,7 +12,14 @@
 //            per element), or a smaller value that fits no axis of the domain (a per-channel
 //            value over the reshaped view, a half of a concat): each consumer thread recomputes
 //            it at its own index (local scheme, recompute);
-//   global   a second-level reduction of row values to a scalar (grid barrier).
+//   global   a second-level reduction of row values to a scalar (grid barrier);
+//   once     a single value computed from global results alone (a mean loss): computed once, in
+//            the phase that completes its last barrier;
+//   column   a float sum or mean over the kept axes of a row kernel's domain, carried as
+//            per-worker partials (lower/column_partials.h);
+//   combine  an elementwise value of column results (a bf16 cast of dgamma), computed per column
+//            in the combine phase that completes them; a value needing a column result at every
+//            element is not one kernel with it.
 // Reductions must match the dominant's domain and axes (or be second-level). The lowering reads
 // a reduction's result as the current row's whatever the index, so a value computed from a
 // reduction of the kernel may only be read in the domain's coordinates: not as a smaller value

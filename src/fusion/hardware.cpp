@@ -37,6 +37,7 @@ HardwareProfile sm90() {
   p.maxRegistersPerThread = 255;
   p.sharedMemoryPerProcessor = 228 * kKiB;  // 228 KiB per SM (the rest of the 256 KiB is L1)
   p.sharedMemoryPerBlock = 227 * kKiB;      // 227 KiB opt-in maximum per block (1 KiB reserved)
+  p.cacheBytes = 50 * kMiB;                 // H100 SXM5: 50 MiB L2
   // HBM3 peak 3.35 TB/s; vectorized copy kernels reach ~90% of it.
   p.memoryBandwidth = 3.0e12;
   // Unloaded DRAM round trip ~500-600 ns in pointer-chasing microbenchmarks; the upper end.
@@ -69,6 +70,7 @@ HardwareProfile sm80() {
   p.maxRegistersPerThread = 255;
   p.sharedMemoryPerProcessor = 164 * kKiB;  // 164 KiB per SM usable as shared memory
   p.sharedMemoryPerBlock = 163 * kKiB;      // 163 KiB opt-in maximum per block
+  p.cacheBytes = 40 * kMiB;                 // A100: 40 MiB L2
   // HBM2e peak 2.04 TB/s; streaming kernels reach ~88% of it.
   p.memoryBandwidth = 1.8e12;
   p.memoryLatency = 0.6e-6;   // similar to H100 in pointer-chasing microbenchmarks
@@ -98,6 +100,7 @@ HardwareProfile gfx90a() {
   p.maxRegistersPerThread = 512;
   p.sharedMemoryPerProcessor = 64 * kKiB;  // 64 KiB LDS per CU, all of it available to one block
   p.sharedMemoryPerBlock = 64 * kKiB;
+  p.cacheBytes = 8 * kMiB;  // 8 MiB L2 per GCD (no Infinity Cache on CDNA2)
   // HBM2e peak 1.6 TB/s per GCD; STREAM-like kernels reach ~1.3-1.4 TB/s.
   p.memoryBandwidth = 1.3e12;
   p.memoryLatency = 0.8e-6;  // CDNA2 DRAM latency is higher than NVIDIA's in microbenchmarks
@@ -139,6 +142,8 @@ HardwareProfile host() {
   // per stage, and the walks after the first hit the cache when the row fits).
   p.sharedMemoryPerProcessor = 1 * kMiB;
   p.sharedMemoryPerBlock = 1 * kMiB;
+  // The L3 such a VM's cores share is a slice of the socket's; the cpu backend reads its own.
+  p.cacheBytes = 16 * kMiB;
   // Copy bandwidth of two cores of a small cloud VM or desktop (the cpu backend measures its own).
   p.memoryBandwidth = 15e9;
   p.memoryLatency = 0.1e-6;  // ~80-100 ns DRAM round trip

@@ -32,6 +32,9 @@ struct HardwareProfile {
   int maxRegistersPerThread;
   int64_t sharedMemoryPerProcessor;  // bytes
   int64_t sharedMemoryPerBlock;      // bytes, the most one block may use
+  // The last-level cache all processors share (a GPU's L2, the host's L3): scratch a kernel writes
+  // and reads back while it fits there is read from it (cost model: column partials).
+  int64_t cacheBytes;
   double memoryBandwidth;  // bytes/s that a well-formed streaming kernel reaches (not peak)
   double memoryLatency;    // s, a dependent DRAM round trip
   double launchOverhead;   // s per kernel launch (host-side + ramp)

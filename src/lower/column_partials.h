@@ -15,7 +15,10 @@
 //                         they visit, so no two threads touch one partial.
 //   combine phase         a column reduction of the W x rowLength partials (float sums in the
 //                         compute type with the backends' wide totals; a mean divides by the
-//                         original row count), storing the result.
+//                         original row count), storing the result; and, per column, the
+//                         elementwise values the kernel computes from the results (the bf16 cast
+//                         of an f32 dgamma, as mixed-precision training writes it), which need
+//                         them complete and nothing else of the rows.
 //
 // The inputs are read once; the extra traffic is the partials written and read once, which W
 // bounds (kPartialBudget elements, and one partial row per kRowsPerWorker rows). W trades that
@@ -26,8 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "lower/kernel_program.h"
 
@@ -46,18 +47,15 @@ int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarge
 // The dtype partials are kept in: the compute type of a float dtype (f32 for f16/bf16/f32).
 ir::DType partialDType(ir::DType t);
 
-// One column reduction carried by partials.
+// One column reduction carried by partials. The combine phase (built with the rest of the kernel
+// in kernel_program.cpp, whose value lowering it needs for the elementwise values of the results)
+// has rowLength units of `workers` partials each.
 struct ColumnPartial {
-  int node = -1;  // the reduction (its name names nothing here; for the phase name)
+  int node = -1;  // the reduction
   ReduceOp op = ReduceOp::Sum;
   ir::DType dtype = ir::DType::F32;  // the reduction's result dtype
   int64_t count = 1;                 // elements each output sums (the rows): a mean divides by it
   int partialParam = -1;             // program param of the W x rowLength partials
-  int outParam = -1;                 // program param of the result (rowLength elements)
 };
-
-// The combine phase: units = rowLength columns of `workers` partials each.
-Phase columnCombinePhase(const std::string& name, int64_t workers, int64_t rowLength,
-                         const std::vector<ColumnPartial>& partials);
 
 }  // namespace stitch::lower

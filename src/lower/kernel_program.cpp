@@ -110,6 +110,11 @@ class PhaseBuilder {
 
   // Builds the phase: domain, reduced axes, the values to store (node, program param).
   void build(const std::vector<std::pair<int, int>>& stores);
+  // Builds the combine phase of column partials (lower/column_partials.h): a unit per column
+  // reduces the `workers` partials of each of `partials`, then stores `stores` (node, program
+  // param): column results, and values computed from them at the column's index.
+  void buildCombine(int64_t workers, int64_t rowLength, const std::vector<ColumnPartial>& partials,
+                    const std::vector<std::pair<int, int>>& stores);
   // Column reductions of the domain (node, partials param) the rows phase carries as per-worker
   // partials over `workers` workers (lower/column_partials.h). Before build.
   void carryColumns(std::vector<std::pair<int, int>> columns, int64_t workers, bool blocks) {
@@ -186,6 +191,8 @@ class PhaseBuilder {
   Index fromDomain(int node, Index& pos, bool* perElem);
   void push(Block* b) { scopes_.push_back(Scope{b, {}, {}}); }
   void pop() { scopes_.pop_back(); }
+  // Buffers, absolute store positions and levels, once the blocks are built.
+  void finish();
 
   const ir::Graph& g_;
   const std::vector<Dims>& shapes_;
@@ -751,6 +758,10 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     pop();
     pop();
   }
+  finish();
+}
+
+void PhaseBuilder::finish() {
   ph_.numInputs = static_cast<int>(inputParams.size());
   ph_.buffers = inputParams;
   ph_.buffers.insert(ph_.buffers.end(), outputParams.begin(), outputParams.end());
@@ -758,6 +769,54 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     if (in.kind == InstKind::Store) in.buffer += ph_.numInputs;
   ph_.levels.units = ph_.units;
   ph_.levels.elementsPerThread = ph_.reduce ? ph_.rowLength : ph_.chunk;
+}
+
+void PhaseBuilder::buildCombine(int64_t workers, int64_t rowLength,
+                                const std::vector<ColumnPartial>& partials,
+                                const std::vector<std::pair<int, int>>& stores) {
+  ph_.reduce = true;
+  ph_.domain = {workers, rowLength};
+  ph_.reduced = {true, false};
+  ph_.units = rowLength;
+  ph_.rowLength = workers;
+  ph_.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(workers, 1));
+  push(&ph_.pre);
+  unit_ = kindOnly(InstKind::UnitIndex);
+  ph_.stages.resize(1);
+  push(&ph_.stages[0].body);
+  // Partial (w, column) of every reduction, w the loop index.
+  const int at = iadd(imulc(kindOnly(InstKind::LoopIndex), rowLength), unit_);
+  for (size_t j = 0; j < partials.size(); ++j) {
+    const ColumnPartial& c = partials[j];
+    Accumulator acc;
+    acc.node = c.node;
+    acc.op = c.op;
+    acc.dtype = c.dtype;
+    acc.count = c.count;  // the rows: a mean of the original reduction, not of the partials
+    acc.stage = 0;
+    const int a = static_cast<int>(ph_.accs.size());
+    ph_.accs.push_back(acc);
+    ph_.stages[0].accs.push_back(a);
+    // No workers (no rows): no partials to read; each result is its reduction's identity (a
+    // mean divides by zero rows, as the reference does).
+    if (workers > 0) {
+      Inst in;
+      in.kind = InstKind::Accumulate;
+      in.dtype = c.dtype;
+      in.acc = a;
+      in.args[0] = load(c.partialParam, partialDType(c.dtype), at);
+      add(in);
+    }
+  }
+  pop();
+  for (size_t j = 0; j < partials.size(); ++j) accOf_[partials[j].node] = static_cast<int>(j);
+  // The column results and the values of them are one per column: the unit is their flat index.
+  push(&ph_.post);
+  for (auto [node, param] : stores)
+    store(param, g_.node(node).type.dtype, unit_, value(node, Index{unit_, {}, false}));
+  pop();
+  pop();
+  finish();
 }
 
 // Connected parts of the kernel's nodes (producer->consumer edges inside the kernel, and the
@@ -955,6 +1014,31 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
           last = std::max(last, it->second);
       lastBarrier[n] = last;
     }
+    // A single value computed from second-level results alone (a mean loss from the sum of the
+    // rows' losses and a count) is stored by the phase B of its last barrier, once: later walks
+    // over the rows would each compute and store it again.
+    std::set<int> once;
+    for (int n : part) {
+      if (isReduce(g.node(n).op) || product(shapes[static_cast<size_t>(n)]) != 1) continue;
+      bool global = false, rows = false;
+      for (int o : g.node(n).operands) {
+        if (!std::binary_search(part.begin(), part.end(), o)) continue;
+        if (secondLevel(o) || once.count(o)) global = true;
+        else rows = true;
+      }
+      if (global && !rows) once.insert(n);
+    }
+    // Column reductions, and the values computed from them (the group analysis admits only
+    // elementwise ones of the columns' size), are complete after every row: the combine phase
+    // stores those outputs.
+    std::vector<int> columns;
+    std::set<int> combined;
+    for (int n : part) {
+      bool c = isColumn(n, domain, reduced);
+      if (c) columns.push_back(n);
+      for (int o : g.node(n).operands) c = c || combined.count(o);
+      if (c) combined.insert(n);
+    }
     for (int n : part) {
       if (!secondLevel(n)) continue;
       int input = g.node(n).operands[0];
@@ -966,7 +1050,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
         std::vector<std::pair<int, int>> first{{input, p}};
         for (int o : k.outputs)
           if (o != input && std::binary_search(part.begin(), part.end(), o) &&
-              !materialized.count(o) && lastBarrier[o] < n && !isColumn(o, domain, reduced))
+              !materialized.count(o) && lastBarrier[o] < n && !combined.count(o) && !once.count(o))
             first.emplace_back(o, paramOf[o]);
         newPhase(fmt::format("store_{}", g.node(input).name), domain, reduced, first);
         for (auto [node, param] : first) materialized[node] = param;
@@ -978,17 +1062,18 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
         int slot = prog.scratchSlots++;
         target = addParam(-1, slot, g.node(n).type.dtype, product(shapes[n]));
       }
+      std::vector<std::pair<int, int>> result{{n, target}};
+      for (int o : k.outputs)
+        if (once.count(o) && lastBarrier[o] == n && !materialized.count(o))
+          result.emplace_back(o, paramOf[o]);
       newPhase(fmt::format("reduce_{}", g.node(n).name), shapes[input],
-               reducedMask(n, shapes[input]), {{n, target}});
-      materialized[n] = target;
+               reducedMask(n, shapes[input]), result);
+      for (auto [node, param] : result) materialized[node] = param;
     }
-    std::vector<std::pair<int, int>> stores;
-    std::vector<int> columns;
+    std::vector<std::pair<int, int>> stores, combineStores;
     for (int o : k.outputs)
-      if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o)) {
-        if (isColumn(o, domain, reduced)) columns.push_back(o);
-        else stores.emplace_back(o, paramOf[o]);
-      }
+      if (std::binary_search(part.begin(), part.end(), o) && !materialized.count(o))
+        (combined.count(o) ? combineStores : stores).emplace_back(o, paramOf[o]);
     // An empty domain (no rows, or no elements) runs no units, yet an output computed from
     // reductions over it (the mean loss of an empty batch) has elements to write: such an output
     // gets a loop phase over its own shape, reading the reductions' results from where phase B
@@ -1024,16 +1109,18 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
         // workers * rowLength <= max(rowLength, kPartialBudget): no overflow.
         cp.partialParam =
             addParam(-1, prog.scratchSlots++, partialDType(cp.dtype), workers * rowLength);
-        cp.outParam = paramOf[c];
         carried.emplace_back(c, cp.partialParam);
         partials.push_back(cp);
       }
       if (workers == 0) carried.clear();
       if (!stores.empty() || !carried.empty())
         newPhase("rows", domain, reduced, stores, carried, workers);
-      prog.phases.push_back(
-          columnCombinePhase(fmt::format("p{}_columns", partNo), workers, rowLength, partials));
-      prog.phases.back().levels.threadsPerBlock = k.mapping.threadsPerBlock;
+      Phase combine;
+      combine.name = fmt::format("p{}_columns", partNo);
+      PhaseBuilder pb(g, shapes, combine, materialized, inKernel);
+      pb.buildCombine(workers, rowLength, partials, combineStores);
+      combine.levels.threadsPerBlock = k.mapping.threadsPerBlock;
+      prog.phases.push_back(std::move(combine));
     }
     ++partNo;
   }

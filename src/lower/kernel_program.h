@@ -32,8 +32,9 @@
 //   walks them again in the last phase.
 // - A column reduction of the domain in a row kernel (layer norm's dgamma beside its dx) cannot
 //   wait for a row: each worker of the rows phase keeps per-column partial sums of its rows in a
-//   scratch buffer, and a combine phase reduces them (lower/column_partials.h). The inputs are
-//   read once.
+//   scratch buffer, and a combine phase reduces them (lower/column_partials.h) and computes the
+//   elementwise values of the results the kernel also has (a bf16 cast of dgamma). The inputs
+//   are read once.
 // - Horizontally packed parts (independent sub-kernels) become separate phases too: phases run
 //   one after the other, which is always legal.
 // - Indices read from data are checked where they are read (InstKind::CheckIndex): a gather's,

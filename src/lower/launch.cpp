@@ -143,8 +143,14 @@ std::vector<Levels> decideLaunch(const KernelProgram& p, const LaunchTarget& t, 
   // Grid-stride loops add up to a grid's worth of threads beyond the domain.
   const bool index64 = biggest >= (int64_t{1} << 30);
 
-  // Pass 1: lanes and vector widths; the block is the widest row a phase wants.
+  // Pass 1: lanes and vector widths; the block is the widest row a phase wants. Not a phase of one
+  // unit in a kernel with others (the grid barrier's reduction of every row's loss, a split's
+  // combine): it runs on one block whatever its width, and the block it asked for would be every
+  // phase's, a 1024-thread block over rows of a thousand (a cross-entropy's logits) for the sake
+  // of one block's walk.
   int block = kDefaultBlock;
+  bool manyUnits = false;
+  for (const Phase& ph : p.phases) manyUnits = manyUnits || ph.units > 1;
   std::vector<Levels> out;
   out.reserve(p.phases.size());
   for (const Phase& ph : p.phases) {
@@ -165,7 +171,7 @@ std::vector<Levels> decideLaunch(const KernelProgram& p, const LaunchTarget& t, 
         int64_t groups = (ph.rowLength + s.vectorWidth - 1) / s.vectorWidth;
         s.lanes = static_cast<int>(std::min<int64_t>(
             pow2Ceil(std::max<int64_t>(1, (groups + 3) / 4)), t.maxThreadsPerBlock));
-        if (s.lanes > warp) block = std::max(block, s.lanes);
+        if (s.lanes > warp && (ph.units > 1 || !manyUnits)) block = std::max(block, s.lanes);
       }
     }
     out.push_back(s);
@@ -228,9 +234,29 @@ bool launchDecidedFor(const KernelProgram& p, const LaunchTarget& t, bool aligne
 
 PricedLaunch pricedLaunch(const KernelProgram& p) {
   PricedLaunch r;
+  int64_t most = -1;  // elements the phase whose loads are priced walks
   for (const Phase& ph : p.phases) {
     r.blocks = std::max(r.blocks, ph.levels.blocks);
     r.threadsPerBlock = std::max(r.threadsPerBlock, ph.levels.threadsPerBlock);
+    const int64_t elements =
+        ph.reduce ? ph.units * std::max<int64_t>(ph.rowLength, 1) : std::max<int64_t>(ph.total, 0);
+    if (elements <= most) continue;
+    most = elements;
+    const Levels& s = ph.levels;
+    const std::vector<IndexInfo> info = analyzeIndices(ph, s.vectorWidth);
+    auto walk = [&](const Block& b) {
+      int64_t bytes = 0;
+      for (int id : b.insts) {
+        const Inst& in = ph.insts[static_cast<size_t>(id)];
+        if (in.kind == InstKind::Load)
+          bytes += int64_t{ir::dtypeBytes(in.dtype)} *
+                   (vectorizable(info, in, s.vectorWidth) ? s.vectorWidth : 1);
+      }
+      return bytes;
+    };
+    int64_t bytes = walk(ph.elems);
+    for (const Stage& st : ph.stages) bytes = std::max(bytes, walk(st.body));
+    r.bytesInFlightPerThread = ph.reduce && s.unrolled ? bytes * s.items : bytes;
   }
   return r;
 }

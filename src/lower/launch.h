@@ -31,15 +31,21 @@
 // Each lane of a reduce phase walks `items` groups of V elements; when `items` is small the walk
 // is fully unrolled and loads are kept in registers across stages (codegen/gpu/schedule.h).
 // Every phase of a kernel uses the same block size, so that the phases can also run as one
-// cooperative kernel with grid barriers between them. Index arithmetic is 32-bit when every
-// index of the kernel fits, else 64-bit.
+// cooperative kernel with grid barriers between them: the widest a phase's rows want, but not a
+// phase of one unit beside phases of many (a grid barrier's reduction of every row's value runs
+// on one block whatever its width, and would size every phase's block). Index arithmetic is 32-bit
+// when every index of the kernel fits, else 64-bit.
 //
 // What the cost model prices (KernelSummary::blocks, threadsPerBlock; pricedLaunch below): a
 // one-phase kernel's launch; for several phases the cooperative launch (the runtime's first
 // choice): the common block and the largest phase grid. Every phase is grid-stride over its
 // units, so that one grid runs them all. The variant priced is the aligned one (16-byte aligned
 // buffers, vector accesses allowed): the runtime's default; an unaligned call may run a launch
-// with narrower vectors (its lanes and grids can differ) that the plan did not price.
+// with narrower vectors (its lanes and grids can differ) that the plan did not price. With it,
+// the bytes a thread has in flight (KernelSummary::bytesInFlightPerThread) in the phase that
+// moves the most data: the loads of its widest walk (a stage's, or the element walk), each of V
+// elements when vectorized, times the groups each lane walks when the walk is unrolled (its
+// loads are then issued before their values are used: codegen/gpu/schedule.h).
 //
 // Dependencies. lower/ already depended on fusion/'s data (plan.h: the Kernel it lowers); the
 // planner's group analysis (fusion/group.cpp) now includes lower/ to lower its candidates. The
@@ -94,6 +100,7 @@ bool launchDecidedFor(const KernelProgram& p, const LaunchTarget& t, bool aligne
 struct PricedLaunch {
   int64_t blocks = 1;
   int threadsPerBlock = 1;
+  int64_t bytesInFlightPerThread = 0;
 };
 PricedLaunch pricedLaunch(const KernelProgram& p);
 

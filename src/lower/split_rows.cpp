@@ -14,8 +14,11 @@ constexpr int64_t kMinRowLength = int64_t{1} << 16;
 constexpr int64_t kMinSubRow = 4096;      // elements per sub-row, at least
 constexpr int64_t kTargetSubRows = 2048;  // units x S, at most
 // Column phases: sub-columns of at least kMinColumnSub rows, units x S at most kTargetColumns
-// (a GPU block owns 32 adjacent columns: 1024 blocks).
-constexpr int64_t kMinColumnSub = 256;
+// (a GPU block owns 32 adjacent columns: 1024 blocks). 32 rows keep the partials (S per column,
+// read once by the combine) at most 1/32 of the column, and give a column reduction of a few
+// hundred rows its blocks: a bias+GELU backward of 1-8 MiB (170-680 rows of 1024) was one block
+// per 32 columns at 256 rows a sub-column, and its gradient's kernel was cut in two (issue 33).
+constexpr int64_t kMinColumnSub = 32;
 constexpr int64_t kTargetColumns = 32768;
 
 // Whether adjacent units are adjacent in memory (the innermost non-trivial axis is kept): the

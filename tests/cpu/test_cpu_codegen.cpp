@@ -601,6 +601,46 @@ TEST(CpuLowering, ColumnPartialsMatchTheReference) {
     }
 }
 
+// Values of column results run in the combine phase that completes them (issue 33): the cast of
+// an f32 column sum to the tensors' dtype, as mixed-precision training writes dgamma, and a weight
+// updated by a column sum and a column mean (a kernel input and a recomputed cast read at the
+// column's index). One kernel whose last phase stores them, at row counts around the host's 64
+// workers and with no rows (every column sum 0, every mean 0/0).
+TEST(CpuLowering, ValuesOfColumnResultsRunInTheCombinePhase) {
+  for (const char* dt : {"f32", "bf16", "f16"}) {
+    std::string text = fmt::format(
+        "graph s(x: {0}[R, N], dy: {0}[R, N], w: {0}[N]) {{\n"
+        " xf = cast(x, to=f32)\n dyf = cast(dy, to=f32)\n wf = cast(w, to=f32)\n"
+        " m = reduce_mean(xf, axes=[1], keepdims=true)\n xc = sub(xf, m)\n"
+        " dxf = mul(dyf, xc)\n dx = cast(dxf, to={0})\n"
+        " dgf = reduce_sum(dxf, axes=[0])\n dbf = reduce_mean(dyf, axes=[0], keepdims=true)\n"
+        " dg = cast(dgf, to={0})\n s = mul(dgf, 0.01)\n u = sub(wf, s)\n e = exp(dbf)\n"
+        " v = add(u, e)\n upd = cast(v, to={0})\n return dx, dg, upd\n}}\n",
+        dt);
+    ir::Graph g = parseOne(text.c_str());
+    for (auto [rows, n] :
+         {std::pair<int64_t, int64_t>{0, 8}, {3, 33}, {64, 16}, {65, 100}, {1000, 24}}) {
+      ir::Bindings b{{"R", rows}, {"N", n}};
+      ir::Graph opt = passes::runPasses(g);
+      fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+      if (rows > 1) {
+        ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
+        lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+        const lower::Phase& combine = p.phases.back();
+        std::set<std::string> stored;
+        for (int i = combine.numInputs; i < static_cast<int>(combine.buffers.size()); ++i) {
+          const lower::Param& q = p.params[static_cast<size_t>(combine.buffers[i])];
+          if (q.value >= 0) stored.insert(opt.node(q.value).name);
+        }
+        EXPECT_EQ(stored, (std::set<std::string>{"dg", "upd"})) << lower::printProgram(p);
+      }
+      Totals t;
+      std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
+      EXPECT_TRUE(f.empty()) << text << " rows " << rows << " x " << n << ": " << f;
+    }
+  }
+}
+
 // Tall column reductions split their rows over sub-columns (lower/split_rows.h), with an
 // elementwise output computed beside them in the split phase.
 TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
@@ -611,9 +651,11 @@ TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
           " r = {1}(dh, axes=[0])\n return dh, r\n}}\n",
           dt, op);
       ir::Graph g = parseOne(text.c_str());
+      // 300 rows split into sub-columns of 75; 301 (odd) do not split.
       for (auto [rows, n, split] : {std::tuple<int64_t, int64_t, bool>{4096, 40, true},
                                     {1536, 3, true},
-                                    {300, 40, false}}) {
+                                    {300, 40, true},
+                                    {301, 40, false}}) {
         ir::Bindings b{{"R", rows}, {"N", n}};
         ir::Graph opt = passes::runPasses(g);
         fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));

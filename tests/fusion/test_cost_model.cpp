@@ -93,6 +93,7 @@ TEST(HardwareProfiles, NumbersAreConsistent) {
     EXPECT_GE(p.maxRegistersPerThread, 1);
     EXPECT_GT(p.sharedMemoryPerBlock, 0);
     EXPECT_LE(p.sharedMemoryPerBlock, p.sharedMemoryPerProcessor);
+    EXPECT_GT(p.cacheBytes, p.sharedMemoryPerBlock);
     EXPECT_GT(p.memoryBandwidth, 0);
     EXPECT_GT(p.memoryLatency, 0);
     EXPECT_GT(p.launchOverhead, 0);
@@ -323,7 +324,13 @@ TEST(CostModel, RegisterSpillsAddTraffic) {
     k.registersPerThread = hw.maxRegistersPerThread + 40;
     const KernelCost spilling = estimateKernel(k, hw);
     EXPECT_EQ(spilling.efficiency, atLimit.efficiency);  // registers are capped, not exceeded
-    const double spillBytes = 40.0 * 8 * static_cast<double>(k.blocks) * k.threadsPerBlock;
+    // Per resident thread: 128-thread blocks at the register cap fit once per processor.
+    const int64_t resident = std::min<int64_t>(
+        k.blocks,
+        int64_t{hw.processors} *
+            std::max<int64_t>(1, hw.registersPerProcessor /
+                                     (int64_t{hw.maxRegistersPerThread} * k.threadsPerBlock)));
+    const double spillBytes = 40.0 * 8 * static_cast<double>(resident) * k.threadsPerBlock;
     EXPECT_NEAR(spilling.memory - atLimit.memory,
                 spillBytes / (hw.memoryBandwidth * atLimit.efficiency), 1e-12);
     EXPECT_GT(spilling.time, atLimit.time);
@@ -428,4 +435,54 @@ TEST(CostModel, MalformedSummaryIsAnInternalError) {
   k.blocks = 1;
   k.bytesRead = -1;
   EXPECT_THROW(estimateKernel(k, hw), stitch::Error);
+  k.bytesRead = 0;
+  k.bytesInFlightPerThread = -1;
+  EXPECT_THROW(estimateKernel(k, hw), stitch::Error);
+}
+
+// Issue 33: what hides DRAM latency is bytes in flight, not threads. A fused row kernel over a
+// few hundred rows has a few hundred blocks, but its unrolled walk issues a row's loads at once:
+// six 16-byte loads in flight per thread stream like six times the threads with one each. The
+// credit starts at one vector load (a thread with less in flight is priced as the baseline) and
+// stops at eight (an SM tracks a bounded number of misses). The host has no such curve.
+TEST(CostModel, BytesInFlightHideLatencyLikeThreads) {
+  for (std::string_view name : {"sm_90", "sm_80", "gfx90a"}) {
+    SCOPED_TRACE(name);
+    const HardwareProfile hw = profile(name);
+    KernelSummary one = elementwise(kMiB);
+    one.blocks = hw.processors / 4;
+    const double base = estimateKernel(one, hw).efficiency;
+    ASSERT_LT(base * 8, 1.0);
+    KernelSummary six = one;
+    six.bytesInFlightPerThread = 6 * 16;
+    EXPECT_NEAR(estimateKernel(six, hw).efficiency, 6 * base, 1e-12);
+    EXPECT_LT(estimateKernel(six, hw).time, estimateKernel(one, hw).time);
+    // As many threads with one load each.
+    KernelSummary wide = one;
+    wide.blocks = 6 * one.blocks;
+    EXPECT_NEAR(estimateKernel(wide, hw).efficiency, estimateKernel(six, hw).efficiency, 1e-12);
+    KernelSummary less = one;
+    less.bytesInFlightPerThread = 4;
+    EXPECT_EQ(estimateKernel(less, hw).efficiency, base);
+    KernelSummary many = one;
+    many.bytesInFlightPerThread = 64 * 16;
+    EXPECT_NEAR(estimateKernel(many, hw).efficiency, 8 * base, 1e-12);
+  }
+  // However much it keeps in flight, one block streams like a few processors, not a GPU: four
+  // fair shares of the bandwidth.
+  for (std::string_view name : {"sm_90", "sm_80", "gfx90a"}) {
+    SCOPED_TRACE(name);
+    const HardwareProfile hw = profile(name);
+    KernelSummary one = elementwise(kMiB);
+    one.blocks = 1;
+    one.threadsPerBlock = 1024;
+    one.bytesInFlightPerThread = 8 * 16;
+    EXPECT_NEAR(estimateKernel(one, hw).efficiency, 4.0 / hw.processors, 1e-12);
+  }
+  const HardwareProfile host = profile("host");
+  KernelSummary k = laidOutFor(elementwise(kMiB), host);
+  k.blocks = 1;
+  const double base = estimateKernel(k, host).efficiency;
+  k.bytesInFlightPerThread = 6 * 16;
+  EXPECT_EQ(estimateKernel(k, host).efficiency, base);
 }

