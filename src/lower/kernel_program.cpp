@@ -1117,7 +1117,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
         newPhase("rows", domain, reduced, stores, carried, workers);
       Phase combine;
       combine.name = fmt::format("p{}_columns", partNo);
-      PhaseBuilder pb(g, shapes, combine, materialized, inKernel);
+      PhaseBuilder pb(g, shapes, combine, materialized, inKernel, checkNodes);
       pb.buildCombine(workers, rowLength, partials, combineStores);
       combine.levels.threadsPerBlock = k.mapping.threadsPerBlock;
       prog.phases.push_back(std::move(combine));
