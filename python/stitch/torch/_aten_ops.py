@@ -7,7 +7,9 @@ Types. Arithmetic is done in the dtype of the result, as PyTorch's type promotio
 comparisons in the promoted dtype of their operands. An aten op that a converter builds from
 several Stitch ops (softmax's backward, layer norm, tanh's backward, add with alpha, ...) computes
 them in PyTorch's opmath dtype (f32 for f16 and bf16, see _opmath) and casts once at the end, where
-PyTorch's kernels round a low-precision result once: Stitch rounds every op's result to its dtype. A size in a ``shape`` argument may be a
+PyTorch's kernels round a low-precision result once: Stitch rounds every op's result to its dtype.
+Python numbers are rounded to the tensor's dtype, except in mul and div, whose CPU kernels take
+them unrounded (_scaled). A size in a ``shape`` argument may be a
 symbol (a SymInt node, whose meta is the symbol's name); a symbolic value anywhere else (a slice
 start, a constant) is Unsupported, so the node stays in PyTorch. Every converter's result is
 checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
@@ -95,6 +97,17 @@ _register(aten.sub)(_with_alpha("sub", False))
 _register(aten.rsub)(_with_alpha("sub", True))
 
 
+def _scaled(b: Builder, opname: str, n: fx.Node, dt: torch.dtype) -> int:
+    """mul and div: with a Python number for an operand, in opmath, the number unrounded, as
+    PyTorch's CPU kernels take it (add and sub round it to the tensor's dtype first, which
+    b.operand does); x * 0.6931 in bf16 differs in a bit of half the elements otherwise."""
+    x, y = n.args[0], n.args[1]
+    ct = _opmath(dt)
+    if ct != dt and (tensor_meta(x) is None or tensor_meta(y) is None):
+        return b.cast(b.op(opname, b.operand(x, ct), b.operand(y, ct)), dt)
+    return b.op(opname, b.operand(x, dt), b.operand(y, dt))
+
+
 @_register(aten.div)
 def _div(b, n, _m):
     dt = _out(b, n)
@@ -105,19 +118,21 @@ def _div(b, n, _m):
         # PyTorch floors the exact quotient (through fmod): floor(a / b) is one too high where
         # a / b rounds up to an integer (1.0 // 0.1 is 9, floor(1.0 / 0.1) is 10).
         raise Unsupported("rounding_mode=%r" % (mode,))
-    return b.op("div", b.operand(n.args[0], dt), b.operand(n.args[1], dt))
+    return _scaled(b, "div", n, dt)
 
 
-def _binary(opname: str, floats_only: bool = False):
+@_register(aten.mul)
+def _mul(b, n, _m):
+    return _scaled(b, "mul", n, _out(b, n))
+
+
+def _binary(opname: str):
     def conv(b, n, _m):
         dt = _out(b, n)
-        if floats_only and not dt.is_floating_point:
-            raise Unsupported("%s on integers" % opname)
         return b.op(opname, b.operand(n.args[0], dt), b.operand(n.args[1], dt))
     return conv
 
 
-_register(aten.mul)(_binary("mul"))
 _register(aten.maximum)(_binary("maximum"))
 _register(aten.minimum)(_binary("minimum"))
 

@@ -7,7 +7,7 @@ that gave a wrong answer before its fix:
   bf16 every |x| < 2^-9 gave 0).
 * aten ops a converter builds from several Stitch ops rounded each step to bf16 where PyTorch's
   kernel computes in f32 and rounds once: softmax's backward lost 4 bits near cancellation, a
-  variance around a large mean most of them.
+  variance around a large mean most of them; `x * 0.6931` rounded the number to bf16 first.
 """
 import pytest
 import torch
@@ -106,7 +106,9 @@ def test_bf16_ops_are_no_less_accurate_than_eager(name):
 # Elementwise ops whose converters now round where PyTorch's CPU kernel rounds, so the compiled
 # result is eager's bit for bit: tanh's and sigmoid's backward once, in f32 (rounding each of
 # their three steps differed in 40% of the elements); add with alpha once, after rounding alpha
-# to bf16 as the CPU kernel does; pow(x, 3) after x*x too, as the CPU kernel does.
+# to bf16 as the CPU kernel does; mul and div by a Python number with the number unrounded (it
+# was rounded to bf16: half the elements differed), add with it rounded; pow(x, 3) after x*x too,
+# as the CPU kernel does.
 ROUNDS_AS_PYTORCH = {
     "tanh_backward": (lambda g, x: torch.ops.aten.tanh_backward(g, (x * 3).tanh()),
                       "aten.tanh_backward"),
@@ -114,6 +116,9 @@ ROUNDS_AS_PYTORCH = {
                          "aten.sigmoid_backward"),
     "add_alpha": (lambda g, x: torch.add(x, g, alpha=0.3), "aten.add"),
     "pow3": (lambda g, x: x.pow(3), "aten.pow"),
+    "mul_number": (lambda g, x: x * 0.6931471805599453, "aten.mul"),
+    "div_number": (lambda g, x: x / 0.6931471805599453, "aten.div"),
+    "add_number": (lambda g, x: x + 0.6931471805599453, "aten.add"),
 }
 
 
