@@ -51,8 +51,10 @@ from pathlib import Path
 # produce, so it is taken on purpose (bump here; the test venv's stamp then reinstalls).
 TORCH_REQUIREMENT = "torch==2.15.0"
 # The torch.compile tests' other packages: transformers builds GPT-2, BERT, Llama and T5 from
-# configs (nothing downloaded); 4.46.3 is the version the tests were written against.
-TEST_REQUIREMENTS = ["transformers==4.46.3", "pytest==9.2.0", "numpy==2.4.6"]
+# configs (nothing downloaded); 4.46.3 is the version the tests were written against. expecttest:
+# PyTorch's test utilities import it, so the OpInfo test (python/tests/torch2/opinfo) needs it to
+# import op_db; the wheel does not require it.
+TEST_REQUIREMENTS = ["transformers==4.46.3", "pytest==9.2.0", "numpy==2.4.6", "expecttest==0.3.0"]
 STAMP = "stitch-test-env.json"
 
 # Library name prefix -> (torch requirement name, or "cuda-toolkit[extra]").

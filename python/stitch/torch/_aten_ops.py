@@ -4,7 +4,12 @@ _compile (which turn the backward ops of norms and activations into the elementw
 reductions below).
 
 Types. Arithmetic is done in the dtype of the result, as PyTorch's type promotion makes it;
-comparisons in the promoted dtype of their operands. A size in a ``shape`` argument may be a
+comparisons in the promoted dtype of their operands. An aten op that a converter builds from
+several Stitch ops (softmax's backward, layer norm, tanh's backward, add with alpha, ...) computes
+them in PyTorch's opmath dtype (f32 for f16 and bf16, see _opmath) and casts once at the end, where
+PyTorch's kernels round a low-precision result once: Stitch rounds every op's result to its dtype.
+Python numbers are rounded to the tensor's dtype, except in mul and div, whose CPU kernels take
+them unrounded (_scaled). A size in a ``shape`` argument may be a
 symbol (a SymInt node, whose meta is the symbol's name); a symbolic value anywhere else (a slice
 start, a constant) is Unsupported, so the node stays in PyTorch. Every converter's result is
 checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
@@ -44,6 +49,12 @@ def _out(b: Builder, n: fx.Node) -> torch.dtype:
     return b.out_meta(n).dtype
 
 
+def _opmath(dt: torch.dtype) -> torch.dtype:
+    """The dtype PyTorch's kernels compute an op of dtype `dt` in (at::opmath_type): f32 for f16
+    and bf16, rounding once at the result."""
+    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+
 def _promoted(b: Builder, args) -> torch.dtype:
     """The dtype PyTorch computes a comparison (or select) in: promotion of the tensor operands
     (0-dim tensors and Python numbers only widen the category, as in PyTorch)."""
@@ -66,19 +77,19 @@ def _promoted(b: Builder, args) -> torch.dtype:
 # -- elementwise ------------------------------------------------------------------------------
 
 
-def _alpha(b: Builder, n: fx.Node, v: int, dt: torch.dtype) -> int:
-    alpha = n.kwargs.get("alpha", 1)
-    if alpha == 1:
-        return v
-    return b.op("mul", v, b.const(alpha, dt))
-
-
 def _with_alpha(opname: str, swap: bool):
-    """add/sub(a, b, alpha) = a op alpha*b; rsub(a, b, alpha) = b - alpha*a."""
+    """add/sub(a, b, alpha) = a op alpha*b; rsub(a, b, alpha) = b - alpha*a. With an alpha, as
+    PyTorch's CPU kernel: alpha rounded to the result's dtype, then a op alpha*b in opmath,
+    rounded once."""
     def conv(b, n, _m):
         dt = _out(b, n)
         first, second = (n.args[1], n.args[0]) if swap else (n.args[0], n.args[1])
-        return b.op(opname, b.operand(first, dt), _alpha(b, n, b.operand(second, dt), dt))
+        alpha = n.kwargs.get("alpha", 1)
+        if alpha == 1:
+            return b.op(opname, b.operand(first, dt), b.operand(second, dt))
+        ct = _opmath(dt)
+        scaled = b.op("mul", b.operand(second, ct), b.cast(b.const(alpha, dt), ct))
+        return b.cast(b.op(opname, b.operand(first, ct), scaled), dt)
     return conv
 
 
@@ -87,30 +98,42 @@ _register(aten.sub)(_with_alpha("sub", False))
 _register(aten.rsub)(_with_alpha("sub", True))
 
 
+def _scaled(b: Builder, opname: str, n: fx.Node, dt: torch.dtype) -> int:
+    """mul and div: with a Python number for an operand, in opmath, the number unrounded, as
+    PyTorch's CPU kernels take it (add and sub round it to the tensor's dtype first, which
+    b.operand does); x * 0.6931 in bf16 differs in a bit of half the elements otherwise."""
+    x, y = n.args[0], n.args[1]
+    ct = _opmath(dt)
+    if ct != dt and (tensor_meta(x) is None or tensor_meta(y) is None):
+        return b.cast(b.op(opname, b.operand(x, ct), b.operand(y, ct)), dt)
+    return b.op(opname, b.operand(x, dt), b.operand(y, dt))
+
+
 @_register(aten.div)
 def _div(b, n, _m):
     dt = _out(b, n)
     if not dt.is_floating_point:
         raise Unsupported("integer division")
-    q = b.op("div", b.operand(n.args[0], dt), b.operand(n.args[1], dt))
     mode = n.kwargs.get("rounding_mode")
-    if mode is None:
-        return q
-    if mode == "floor":
-        return b.op("floor", q)
-    raise Unsupported("rounding_mode=%r" % (mode,))
+    if mode is not None:
+        # PyTorch floors the exact quotient (through fmod): floor(a / b) is one too high where
+        # a / b rounds up to an integer (1.0 // 0.1 is 9, floor(1.0 / 0.1) is 10).
+        raise Unsupported("rounding_mode=%r" % (mode,))
+    return _scaled(b, "div", n, dt)
 
 
-def _binary(opname: str, floats_only: bool = False):
+@_register(aten.mul)
+def _mul(b, n, _m):
+    return _scaled(b, "mul", n, _out(b, n))
+
+
+def _binary(opname: str):
     def conv(b, n, _m):
         dt = _out(b, n)
-        if floats_only and not dt.is_floating_point:
-            raise Unsupported("%s on integers" % opname)
         return b.op(opname, b.operand(n.args[0], dt), b.operand(n.args[1], dt))
     return conv
 
 
-_register(aten.mul)(_binary("mul"))
 _register(aten.maximum)(_binary("maximum"))
 _register(aten.minimum)(_binary("minimum"))
 
@@ -124,8 +147,9 @@ def _pow(b, n, _m):
     if tensor_meta(e) is None:
         e = b.scalar(e)
         if e in (2, 3, 4):
-            # Small integer powers as products (GELU's x**3, RMSNorm's x**2): as PyTorch
-            # computes them, and no call to a scalar pow per element.
+            # Small integer powers as products (GELU's x**3, RMSNorm's x**2): as PyTorch's CPU
+            # kernel computes them (in the tensor's dtype: bf16's x**3 rounds x*x first), and no
+            # call to a scalar pow per element.
             xv = b.operand(x, dt)
             sq = b.op("mul", xv, xv)
             return sq if e == 2 else b.op("mul", sq, xv) if e == 3 else b.op("mul", sq, sq)
@@ -184,8 +208,20 @@ for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sig
 
 @_register(aten.expm1)
 def _expm1(b, n, _m):
+    """exp(x) - 1 without its cancellation near 0 (Kahan: (u - 1) * x / log(u), u = exp(x),
+    accurate to a few ulps where u - 1 alone loses every digit), in opmath; where u rounds to 1
+    the result is x, where u - 1 rounds to -1 it is -1 (log(u) is -inf at u = 0), and where u
+    overflows it is u (inf * x / inf would be NaN)."""
     dt = _out(b, n)
-    return b.op("sub", b.op("exp", b.operand(n.args[0], dt)), b.const(1.0, dt))
+    ct = _opmath(dt)
+    x = b.operand(n.args[0], ct)
+    u = b.op("exp", x)
+    um1 = b.op("sub", u, b.const(1.0, ct))
+    r = b.op("div", b.op("mul", um1, x), b.op("log", u))
+    r = b.op("select", b.op("eq", u, b.const(1.0, ct)), x, r)
+    r = b.op("select", b.op("eq", um1, b.const(-1.0, ct)), b.const(-1.0, ct), r)
+    r = b.op("select", b.op("eq", u, b.const(float("inf"), ct)), u, r)
+    return b.cast(r, dt)
 
 
 @_register(aten.gelu)
@@ -244,15 +280,17 @@ def _threshold_backward(b, n, _m):
 @_register(aten.sigmoid_backward)
 def _sigmoid_backward(b, n, _m):
     dt = _out(b, n)
-    g, y = b.operand(n.args[0], dt), b.operand(n.args[1], dt)
-    return b.op("mul", b.op("mul", g, y), b.op("sub", b.const(1.0, dt), y))
+    ct = _opmath(dt)
+    g, y = b.operand(n.args[0], ct), b.operand(n.args[1], ct)
+    return b.cast(b.op("mul", b.op("mul", g, y), b.op("sub", b.const(1.0, ct), y)), dt)
 
 
 @_register(aten.tanh_backward)
 def _tanh_backward(b, n, _m):
     dt = _out(b, n)
-    g, y = b.operand(n.args[0], dt), b.operand(n.args[1], dt)
-    return b.op("mul", g, b.op("sub", b.const(1.0, dt), b.op("mul", y, y)))
+    ct = _opmath(dt)
+    g, y = b.operand(n.args[0], ct), b.operand(n.args[1], ct)
+    return b.cast(b.op("mul", g, b.op("sub", b.const(1.0, ct), b.op("mul", y, y))), dt)
 
 
 @_register(aten._to_copy, prims.convert_element_type)
@@ -370,18 +408,19 @@ def _var_mean(b, n, _m):
     correction = n.kwargs.get("correction", 1)
     correction = 1 if correction is None else b.scalar(correction)
     keep = bool(n.kwargs.get("keepdim", False))
-    xv = b.operand(x, dt)
+    ct = _opmath(dt)
+    xv = b.operand(x, ct)
     mean_k = b.op("reduce_mean", xv, axes=axes, keepdims=True)
     xc = b.op("sub", xv, mean_k)
     var = b.op("reduce_mean", b.op("mul", xc, xc), axes=axes, keepdims=keep)
     if correction != 0:
         count = _reduced_count(b, xm, axes)
         var = b.op("mul", var, b.const(count / max(count - correction, 0) if count > correction
-                                       else float("inf"), dt))
+                                       else float("inf"), ct))
     if n.target.overloadpacket is aten.var:
-        return var
+        return b.cast(var, dt)
     mean = mean_k if keep else b.op("reduce_mean", xv, axes=axes, keepdims=False)
-    return [var, mean]
+    return [b.cast(var, dt), b.cast(mean, b.out_meta(n, 1).dtype)]
 
 
 def _softmax(opname: str):
@@ -399,18 +438,20 @@ _register(aten._log_softmax)(_softmax("log_softmax"))
 def _softmax_backward(b, n, _m):
     # grad_in = y * (g - sum(g * y, dim))
     dt = _out(b, n)
-    g, y, dim = b.operand(n.args[0], dt), b.operand(n.args[1], dt), int(n.args[2])
+    ct = _opmath(dt)
+    g, y, dim = b.operand(n.args[0], ct), b.operand(n.args[1], ct), int(n.args[2])
     s = b.op("reduce_sum", b.op("mul", g, y), axes=[dim], keepdims=True)
-    return b.op("mul", y, b.op("sub", g, s))
+    return b.cast(b.op("mul", y, b.op("sub", g, s)), dt)
 
 
 @_register(aten._log_softmax_backward_data)
 def _log_softmax_backward(b, n, _m):
     # grad_in = g - exp(y) * sum(g, dim)
     dt = _out(b, n)
-    g, y, dim = b.operand(n.args[0], dt), b.operand(n.args[1], dt), int(n.args[2])
+    ct = _opmath(dt)
+    g, y, dim = b.operand(n.args[0], ct), b.operand(n.args[1], ct), int(n.args[2])
     s = b.op("reduce_sum", g, axes=[dim], keepdims=True)
-    return b.op("sub", g, b.op("mul", b.op("exp", y), s))
+    return b.cast(b.op("sub", g, b.op("mul", b.op("exp", y), s)), dt)
 
 
 @_register(aten.native_layer_norm)
@@ -419,20 +460,21 @@ def _native_layer_norm(b, n, _m):
     x, shape, w, bias, eps = n.args[0], n.args[1], n.args[2], n.args[3], n.args[4]
     xm = tensor_meta(x)
     dt = b.out_meta(n, 0).dtype
+    ct = _opmath(dt)
     k = len(shape)
     axes = list(range(xm.rank - k, xm.rank))
-    xv = b.operand(x, dt)
+    xv = b.operand(x, ct)
     mean = b.op("reduce_mean", xv, axes=axes, keepdims=True)
     xc = b.op("sub", xv, mean)
     var = b.op("reduce_mean", b.op("mul", xc, xc), axes=axes, keepdims=True)
-    rstd = b.op("rsqrt", b.op("add", var, b.const(b.scalar(eps), dt)))
+    rstd = b.op("rsqrt", b.op("add", var, b.const(b.scalar(eps), ct)))
     y = b.op("mul", xc, rstd)
     if w is not None:
-        y = b.op("mul", y, b.operand(w, dt))
+        y = b.op("mul", y, b.operand(w, ct))
     if bias is not None:
-        y = b.op("add", y, b.operand(bias, dt))
+        y = b.op("add", y, b.operand(bias, ct))
     stat = b.out_meta(n, 1).dtype
-    return [y, b.cast(mean, stat), b.cast(rstd, stat)]
+    return [b.cast(y, dt), b.cast(mean, stat), b.cast(rstd, stat)]
 
 
 # -- losses -----------------------------------------------------------------------------------
