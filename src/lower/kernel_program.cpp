@@ -907,8 +907,24 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       reduced = reducedMask(dominant, domain);
       return dominant;
     }
+    // The largest op: the one every other op's shape broadcasts into. Sizes alone do not find it
+    // when a dim is 0 (a [1] value beside [0, 1] rows has more elements than they); only where
+    // no such op exists (a reshape between two shapes) the one with the most elements.
+    auto broadcastsInto = [](const Dims& t, const Dims& s) {
+      if (t.size() > s.size()) return false;
+      for (size_t j = 0; j < t.size(); ++j) {
+        const int64_t sd = s[s.size() - t.size() + j];
+        if (t[j] != 1 && t[j] != sd) return false;
+      }
+      return true;
+    };
     for (int n : nodes)
-      if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
+      if (dominant < 0 && std::all_of(nodes.begin(), nodes.end(),
+                                      [&](int m) { return broadcastsInto(shapes[m], shapes[n]); }))
+        dominant = n;
+    if (dominant < 0)
+      for (int n : nodes)
+        if (product(shapes[n]) > best) best = product(shapes[n]), dominant = n;
     domain = shapes[dominant];
     reduced.assign(domain.size(), false);
     return dominant;

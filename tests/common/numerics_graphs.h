@@ -129,6 +129,18 @@ inline std::vector<Case> allEmptyReductions() {
       out.push_back(emptyReductions(t, "[0, 1]", 0, 0, keep));  // everything empty
       out.push_back(emptyReductions(t, "[0, 1]", 0, 7, keep));
     }
+  // No rows beside a [1] value (the OpInfo run's layer_norm of a [0, 1] input): the kernel's
+  // domain is the rows' shape, which the [1] value broadcasts into, not the value with the most
+  // elements (lowering failed: "z does not fit the domain").
+  out.push_back({"[0, 1] rows beside a [1] weight",
+                 "graph e(x: f32[R, C], w: bf16[C]) {\n"
+                 "  s = reduce_sum(x, axes=[1], keepdims=true)\n"
+                 "  y = mul(x, s)\n"
+                 "  wf = cast(w, to=f32)\n"
+                 "  z = mul(y, wf)\n"
+                 "  return x, z\n"
+                 "}\n",
+                 {{"R", 0}, {"C", 1}}});
   return out;
 }
 
