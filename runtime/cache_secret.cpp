@@ -15,6 +15,7 @@
 
 #include "support/env.h"
 #include "support/error.h"
+#include "support/fd.h"
 #include "support/logging.h"
 #include "support/signal_guard.h"
 
@@ -23,17 +24,6 @@ namespace stitch::rt {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 // Trailing whitespace dropped (a key file ends with a newline; editors add one).
 std::string_view trimmed(std::string_view s) {

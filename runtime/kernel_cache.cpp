@@ -19,6 +19,7 @@
 #include "runtime/remote_cache.h"
 #include "support/canonical.h"
 #include "support/env.h"
+#include "support/fd.h"
 #include "support/signal_guard.h"
 
 namespace stitch::rt {
@@ -138,17 +139,6 @@ uint64_t getLE(const uint8_t* p, int bytes) {
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
 }
-
-// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 // Reads exactly n bytes at the current offset; false on EOF or error.
 bool readAll(int fd, uint8_t* p, size_t n) {

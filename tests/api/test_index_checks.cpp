@@ -11,57 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "api/host_buffer.h"
 #include "common/index_check_cases.h"
 
 namespace {
 
+using stitch::apitest::Buffer;
+using stitch::apitest::bufferFor;
 using stitch::testcases::IndexCase;
-
-struct Buffer {
-  stitch_dtype_t dtype{};
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-  DLTensor tensor() {
-    DLTensor t{};
-    t.data = bytes.empty() ? nullptr : bytes.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = static_cast<int32_t>(shape.size());
-    switch (dtype) {
-      case STITCH_F32: t.dtype = {kDLFloat, 32, 1}; break;
-      case STITCH_I32: t.dtype = {kDLInt, 32, 1}; break;
-      default: t.dtype = {kDLInt, 64, 1}; break;
-    }
-    t.shape = shape.data();
-    return t;
-  }
-  void setInt(int64_t i, int64_t v) {
-    if (dtype == STITCH_I32) {
-      auto x = static_cast<int32_t>(v);
-      std::memcpy(bytes.data() + i * 4, &x, 4);
-    } else {
-      std::memcpy(bytes.data() + i * 8, &v, 8);
-    }
-  }
-};
-
-Buffer bufferFor(const stitch::Graph& g, bool output, size_t index, const IndexCase& c) {
-  const char* name = nullptr;
-  size_t rank = 0;
-  stitch_dim_t d[8];
-  Buffer b;
-  EXPECT_EQ(stitch_graph_value_info(g.get(), output, index, &name, &b.dtype, &rank, d, 8),
-            STITCH_OK);
-  for (size_t k = 0; k < rank; ++k)
-    b.shape.push_back(d[k].symbol ? c.dims.at(d[k].symbol) : d[k].size);
-  const int64_t width = b.dtype == STITCH_I64 ? 8 : 4;
-  b.bytes.assign(static_cast<size_t>(b.numel() * width), 0);
-  return b;
-}
 
 // Runs case c on `backend`, its index input holding i % bound, with element `at` set to `bad`
 // when `poison`; returns the status and keeps the message in *message.
@@ -69,12 +26,13 @@ stitch_status_t runCase(stitch::Program& p, const stitch::Graph& g, const IndexC
                         std::string* message) {
   std::vector<Buffer> in;
   for (size_t i = 0; i < 2; ++i) {
-    in.push_back(bufferFor(g, false, i, c));
+    in.push_back(bufferFor(g, false, i, c.dims));
     if (i == c.input)
-      for (int64_t k = 0; k < in.back().numel(); ++k) in.back().setInt(k, k % c.bound);
+      for (int64_t k = 0; k < in.back().numel(); ++k)
+        in.back().set(k, static_cast<double>(k % c.bound));
   }
-  if (poison) in[c.input].setInt(c.at, c.bad);
-  std::vector<Buffer> out{bufferFor(g, true, 0, c)};
+  if (poison) in[c.input].set(c.at, static_cast<double>(c.bad));
+  std::vector<Buffer> out{bufferFor(g, true, 0, c.dims)};
   std::vector<DLTensor> inT, outT;
   for (Buffer& b : in) inT.push_back(b.tensor());
   for (Buffer& b : out) outT.push_back(b.tensor());

@@ -2,7 +2,6 @@
 // they survive corruption, concurrent threads and concurrent processes, and the environment.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "common/env_guard.h"
+#include "common/log_capture.h"
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
@@ -39,30 +39,7 @@ namespace {
 using stitch::testing::TempDir;
 
 using stitch::testing::EnvGuard;
-
-// Captures what the stitch logger prints at warn and above while alive.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    oldLevel_ = stitch::log().level();
-    stitch::log().set_level(spdlog::level::warn);
-    sink_->set_level(spdlog::level::warn);
-    stitch::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = stitch::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    stitch::log().set_level(oldLevel_);
-  }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum oldLevel_;
-};
+using stitch::testing::LogCapture;
 
 // A program part with a NUL and a newline in it: parts are bytes, not text.
 const std::string kProgramBytes("\x01\x00\x00\x00prog\nram", 12);

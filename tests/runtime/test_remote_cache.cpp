@@ -5,7 +5,6 @@
 // fake server that trickles its reply (tests/common/trickling_server.h), the deadline. Tests
 // that need the server skip, saying why, when it cannot start.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "common/env_guard.h"
+#include "common/log_capture.h"
 #include "common/redis_server.h"
 #include "common/temp_dir.h"
 #include "common/trickling_server.h"
@@ -31,6 +31,7 @@
 using namespace stitch;
 using namespace stitch::rt;
 using stitch::testing::EnvGuard;
+using stitch::testing::LogCapture;
 using stitch::testing::RedisServer;
 using stitch::testing::TempDir;
 using stitch::testing::TricklingServer;
@@ -44,36 +45,6 @@ std::shared_ptr<const CacheSecret> fleetSecret() {
   static const auto secret = std::make_shared<CacheSecret>(kFleetKey, "test");
   return secret;
 }
-
-// Captures what the stitch logger prints at warn and above while alive.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    oldLevel_ = stitch::log().level();
-    stitch::log().set_level(spdlog::level::warn);
-    sink_->set_level(spdlog::level::warn);
-    stitch::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = stitch::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    stitch::log().set_level(oldLevel_);
-  }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const { return out_.str(); }
-  size_t count(std::string_view what) const {
-    const std::string t = text();
-    size_t n = 0;
-    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum oldLevel_;
-};
 
 CacheKey keyOf(const std::string& what) {
   CacheKey k;
