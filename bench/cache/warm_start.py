@@ -78,11 +78,13 @@ class Redis:
 def run(args, cache_dir, remote=None):
     env = dict(os.environ, STITCH_CACHE_DIR=cache_dir)
     env.pop("STITCH_REMOTE_CACHE", None)
+    # Every process is a machine of one fleet: one key authenticates its entries on disk and in
+    # Redis (README, "A fleet shares compiled kernels"); a process with another key (or none: its
+    # user's own) would find the disk's entries foreign and rebuild them.
+    if "STITCH_CACHE_KEY" not in env and "STITCH_CACHE_KEY_FILE" not in env:
+        env["STITCH_CACHE_KEY"] = "warm-start benchmark fleet key, not a secret"
     if remote:
         env["STITCH_REMOTE_CACHE"] = remote
-        # The remote layer needs the fleet's key (README, "A fleet shares compiled kernels").
-        if "STITCH_CACHE_KEY" not in env and "STITCH_CACHE_KEY_FILE" not in env:
-            env["STITCH_CACHE_KEY"] = "warm-start benchmark fleet key, not a secret"
     t0 = time.perf_counter()
     out = subprocess.run([STITCH] + args, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
