@@ -72,6 +72,8 @@ void Sha256::block(const uint8_t* p) {
 }
 
 Sha256& Sha256::add(std::span<const uint8_t> bytes) {
+  // An empty span may carry a null data(); memcpy must not see it, even with 0 bytes.
+  if (bytes.empty()) return *this;
   const uint8_t* p = bytes.data();
   size_t n = bytes.size();
   length_ += n;
