@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <span>
 
 #include "fusion/cost_model.h"
@@ -128,7 +129,8 @@ class Analyzer {
   // Whether n is computed (through values of this kernel) from one of its reductions.
   bool readsReduction(int n);
   void layOut(Kernel& k);
-  void countWork(Kernel& k);
+  // `launch`: the lowered candidate's launch (GPU profiles), or null.
+  void countWork(Kernel& k, const lower::PricedLaunch* launch);
 
   const PlanContext& ctx_;
   const std::vector<int>& nodes_;
@@ -525,15 +527,22 @@ void Analyzer::layOut(Kernel& k) {
 // On a GPU profile a kernel is priced on the launch that runs: the candidate is lowered and its
 // launch decided as the emitter will use it (lower/launch.h: for several phases, the cooperative
 // launch). layOut's guess still names the mapping's width and feeds countWork's register and
-// shared-memory estimates; its grid and block are replaced here.
-void priceLaunch(const PlanContext& ctx, Kernel& k) {
-  if (!ctx.hw.isGpu) return;
+// shared-memory estimates; its grid and block are replaced by applyLaunch.
+std::optional<lower::PricedLaunch> lowerLaunch(const PlanContext& ctx, const Kernel& k) {
+  if (!ctx.hw.isGpu) return std::nullopt;
   const lower::LaunchTarget target = lower::launchTarget(ctx.hw);
-  const lower::PricedLaunch launch =
-      lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
+  return lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
+}
+
+void applyLaunch(Kernel& k, const lower::PricedLaunch& launch) {
   k.summary.blocks = k.mapping.blocks = launch.blocks;
   k.summary.threadsPerBlock = k.mapping.threadsPerBlock = launch.threadsPerBlock;
   k.summary.bytesInFlightPerThread = launch.bytesInFlightPerThread;
+  // A kernel whose long rows were split (lower/split_rows.h) costs a grid barrier at each of its
+  // phase boundaries: before each combine, before each later stage's partials, before the
+  // per-element phase. Other kernels keep countWork's count, one per globally communicated
+  // producer (a second-level reduction's store phase is not counted apart).
+  if (launch.split) k.summary.gridSyncs = launch.barriers;
 }
 
 Scheme communicationScheme(const Mapping& m) {
@@ -546,7 +555,7 @@ Scheme communicationScheme(const Mapping& m) {
   return Scheme::Global;
 }
 
-void Analyzer::countWork(Kernel& k) {
+void Analyzer::countWork(Kernel& k, const lower::PricedLaunch* launch) {
   const ir::Graph& g = ctx_.graph;
   KernelSummary& s = k.summary;
   int64_t domain = k.mapping.domain;
@@ -634,6 +643,8 @@ void Analyzer::countWork(Kernel& k) {
   // next barrier's phase A, or, after the last barrier, by a second walk over the rows
   // (lower/kernel_program.h): then the element-sized inputs are read again.
   std::vector<bool> after(nodes_.size(), false);  // computed from a grid barrier's result
+  // A split by stages (lower/split_rows.h) has its walks counted from the lowered program below.
+  const bool staged = launch && launch->staged;
   if (hasGlobalReduce_) {
     bool rewalk = false;
     int lastGlobal = -1;
@@ -654,7 +665,7 @@ void Analyzer::countWork(Kernel& k) {
       for (int c : ctx_.consumers[n]) escapes = escapes || (!in(c) && ctx_.live[c]);
       rewalk = rewalk || (a && escapes && place(n) == Place::Elem && last == lastGlobal);
     }
-    if (rewalk)
+    if (rewalk && !staged)
       for (const Reads& r : external)
         if (ctx_.numel[r.value] == domain)
           s.bytesRead = saturatingAdd(s.bytesRead, ctx_.bytes[r.value]);
@@ -719,7 +730,17 @@ void Analyzer::countWork(Kernel& k) {
   s.registersPerThread = base;
   int reductions = 0;
   for (int n : k.nodes) reductions += ctx_.kinds[n] == OpKind::Reduce;
-  if (m.kind != MappingKind::Loop && ctx_.hw.isGpu) {
+  if (m.kind != MappingKind::Loop && staged) {
+    // A reduction split by stages (lower/split_rows.h): each stage, and the per-element walk
+    // after them, is a phase of its own, so nothing is held from one walk to the next; the later
+    // walks read the rows again, from the last-level cache while what they walk fits in half of
+    // it (the other half for the rest of the traffic, as for column partials above), else from
+    // memory, once per walk.
+    if (launch->rewalkSpan > ctx_.hw.cacheBytes / 2)
+      s.bytesRead = saturatingAdd(s.bytesRead, launch->rewalkBytes);
+    s.sharedMemoryPerBlock += static_cast<int64_t>(reductions) * 32 * 8;
+    s.blockSyncs += 2 * reductions;
+  } else if (m.kind != MappingKind::Loop && ctx_.hw.isGpu) {
     int64_t perThread = ceilDiv(rowLength_, std::max<int64_t>(lanesPerRow_, 1));
     int64_t liveRegs = saturatingMul(perThread, live);
     int64_t rowsPerBlock = m.width == RowWidth::Warp ? m.threadsPerBlock / ctx_.hw.warpSize : 1;
@@ -825,9 +846,25 @@ bool Analyzer::run(Kernel& k) {
       });
     k.outputs.push_back(n);
   }
-  countWork(k);
-  priceLaunch(ctx_, k);
+  // A split by stages is a choice of the kernel (Kernel::stagedSplits): priced both ways, the
+  // cheaper kept.
+  Kernel unstaged;
+  std::optional<lower::PricedLaunch> launch = lowerLaunch(ctx_, k);
+  if (launch && launch->staged) {
+    unstaged = k;
+    unstaged.stagedSplits = false;
+  }
+  countWork(k, launch ? &*launch : nullptr);
+  if (launch) applyLaunch(k, *launch);
   k.cost = estimateKernel(k.summary, ctx_.hw);
+  if (!unstaged.stagedSplits) {
+    launch = lowerLaunch(ctx_, unstaged);
+    countWork(unstaged, launch ? &*launch : nullptr);
+    if (launch) applyLaunch(unstaged, *launch);
+    unstaged.cost = estimateKernel(unstaged.summary, ctx_.hw);
+    if (unstaged.cost.feasible && (!k.cost.feasible || unstaged.cost.time < k.cost.time))
+      k = std::move(unstaged);
+  }
   if (!k.cost.feasible) return fail([&] { return k.cost.infeasibleReason; });
   return true;
 }
@@ -870,6 +907,8 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
   k.dominant = parts[biggest].dominant;
   k.mapping = parts[biggest].mapping;
   k.horizontalParts = static_cast<int>(parts.size());
+  // The parts were priced each with or without its split by stages; one flag serves them all.
+  for (const Kernel& p : parts) k.stagedSplits = k.stagedSplits && p.stagedSplits;
   KernelSummary& s = k.summary;
   s.blocks = 0;
   s.threadsPerBlock = 0;
@@ -896,7 +935,8 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
   }
   std::sort(k.nodes.begin(), k.nodes.end());
   k.mapping.blocks = s.blocks;
-  priceLaunch(ctx, k);
+  if (const std::optional<lower::PricedLaunch> launch = lowerLaunch(ctx, k))
+    applyLaunch(k, *launch);
   k.cost = estimateKernel(s, ctx.hw);
   return k;
 }

@@ -66,6 +66,11 @@ struct Kernel {
   std::vector<int> inputs;   // values read from global memory (graph inputs, other kernels)
   std::vector<int> outputs;  // values written to global memory
   int horizontalParts = 1;   // independent sub-kernels packed side by side (block ranges)
+  // GPU: whether the lowering may split a reduction by stages (lower/split_rows.h: several
+  // stages, or a per-element walk that reads the results). The planner prices the kernel both
+  // ways and keeps the split only where it is cheaper: its grid barriers and repeated walks cost
+  // more than they spread when the unsplit grid already fills the machine.
+  bool stagedSplits = true;
   KernelSummary summary;
   KernelCost cost;
 };

@@ -24,8 +24,9 @@ std::string bucketName(int64_t size) {
 std::string decisionsOf(const Plan& plan) {
   std::string out;
   for (const Kernel& k : plan.kernels) {
-    out += fmt::format("{}:{}:{}:{}[", k.dominant, mappingKindName(k.mapping.kind),
-                       rowWidthName(k.mapping.width), k.horizontalParts);
+    out += fmt::format("{}:{}:{}:{}{}[", k.dominant, mappingKindName(k.mapping.kind),
+                       rowWidthName(k.mapping.width), k.horizontalParts,
+                       k.stagedSplits ? "" : ":unstaged");
     for (const Edge& e : k.edges)
       out += fmt::format("{}>{}:{}{} ", e.producer, e.consumer, schemeName(e.scheme),
                          e.recompute ? "r" : "");

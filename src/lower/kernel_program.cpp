@@ -1141,11 +1141,25 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     ++partNo;
   }
   for (int n : checkNodes) prog.checks.push_back(ir::indexCheckLabel(g.node(n)));
-  splitLongRows(prog);
+  splitLongRows(prog, k.stagedSplits ? launch : nullptr);
   // The planner prices the aligned variant, the runtime's default (launch.h).
   if (launch) scheduleLaunch(prog, *launch, /*aligned=*/true);
   return prog;
 }
+
+namespace {
+
+const char* splitRoleText(SplitRole r) {
+  switch (r) {
+    case SplitRole::None: return "";
+    case SplitRole::Walk: return " split:walk";
+    case SplitRole::Rewalk: return " split:rewalk";
+    case SplitRole::Combine: return " split:combine";
+  }
+  return "";
+}
+
+}  // namespace
 
 std::string printProgram(const KernelProgram& p) {
   std::string out =
@@ -1165,10 +1179,11 @@ std::string printProgram(const KernelProgram& p) {
   for (const Phase& ph : p.phases) {
     out += fmt::format(
         "phase {}: {} units={} {} buffers=[", ph.name, ph.reduce ? "reduce" : "loop", ph.units,
-        ph.reduce ? fmt::format("row={}{}", ph.rowLength,
+        ph.reduce ? fmt::format("row={}{}{}", ph.rowLength,
                                 ph.workers ? fmt::format(" workers={}{}", ph.workers,
                                                          ph.workerBlocks ? " (blocks)" : "")
-                                           : std::string())
+                                           : std::string(),
+                                splitRoleText(ph.split))
                   : fmt::format("chunk={} total={}", ph.chunk, ph.total));
     for (size_t i = 0; i < ph.buffers.size(); ++i)
       out += fmt::format("{}{}{}", i ? ", " : "",

@@ -81,6 +81,18 @@ enum class InstKind : uint8_t {
 };
 
 enum class MemScope : uint8_t { Global, Shared, Register };
+
+// What splitting long rows (lower/split_rows.h) made of a phase. Not read by the emitters: the
+// planner prices a split kernel's phase boundaries and the walks it repeats from it
+// (lower/launch.h).
+enum class SplitRole : uint8_t {
+  None,     // not a split's
+  Walk,     // sub-rows walked for the first time: the (first) stage's partials
+  Rewalk,   // sub-rows an earlier phase walked: a later stage's partials, or the per-element
+            // block after the results; its loads of the kernel's inputs come from memory again,
+            // not from registers of the earlier walk
+  Combine,  // the partials of each row reduced, then its per-row block
+};
 enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Prod };
 
 struct Inst {
@@ -170,6 +182,7 @@ struct Phase {
   // measurable on the loaded dev VM). GPUs deal round robin, so that the unit slots running at
   // once read adjacent rows.
   bool workerBlocks = false;
+  SplitRole split = SplitRole::None;
   Levels levels;
   std::vector<int64_t> domain;
   std::vector<bool> reduced;  // per domain axis

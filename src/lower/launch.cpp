@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "ir/dtype.h"
 
@@ -234,14 +235,40 @@ bool launchDecidedFor(const KernelProgram& p, const LaunchTarget& t, bool aligne
 
 PricedLaunch pricedLaunch(const KernelProgram& p) {
   PricedLaunch r;
+  r.barriers = std::max(0, static_cast<int>(p.phases.size()) - 1);
+  std::set<int> seen;  // the kernel's inputs an earlier phase walked
+  std::set<int> span;
+  for (const Phase& ph : p.phases) {
+    r.split = r.split || ph.split != SplitRole::None;
+    r.staged = r.staged || ph.split == SplitRole::Rewalk;
+    std::set<int> walked;  // the kernel's inputs this phase's walks load
+    auto collect = [&](const Block& b) {
+      for (int id : b.insts) {
+        const Inst& in = ph.insts[static_cast<size_t>(id)];
+        const int param =
+            in.kind == InstKind::Load ? ph.buffers[static_cast<size_t>(in.buffer)] : -1;
+        if (param >= 0 && p.params[static_cast<size_t>(param)].value >= 0) walked.insert(param);
+      }
+    };
+    for (const Stage& st : ph.stages) collect(st.body);
+    collect(ph.elems);
+    // A walk again of what an earlier walk loaded; an input first loaded here is the kernel's
+    // one read of it, counted with the others.
+    for (int param : walked) {
+      if (ph.split != SplitRole::Rewalk || !seen.contains(param)) continue;
+      const Param& q = p.params[static_cast<size_t>(param)];
+      r.rewalkBytes += q.elements * ir::dtypeBytes(q.dtype);
+      if (span.insert(param).second) r.rewalkSpan += q.elements * ir::dtypeBytes(q.dtype);
+    }
+    seen.insert(walked.begin(), walked.end());
+  }
   int64_t most = -1;  // elements the phase whose loads are priced walks
   for (const Phase& ph : p.phases) {
     r.blocks = std::max(r.blocks, ph.levels.blocks);
     r.threadsPerBlock = std::max(r.threadsPerBlock, ph.levels.threadsPerBlock);
     const int64_t elements =
         ph.reduce ? ph.units * std::max<int64_t>(ph.rowLength, 1) : std::max<int64_t>(ph.total, 0);
-    if (elements <= most) continue;
-    most = elements;
+    if (elements < most) continue;
     const Levels& s = ph.levels;
     const std::vector<IndexInfo> info = analyzeIndices(ph, s.vectorWidth);
     auto walk = [&](const Block& b) {
@@ -256,7 +283,12 @@ PricedLaunch pricedLaunch(const KernelProgram& p) {
     };
     int64_t bytes = walk(ph.elems);
     for (const Stage& st : ph.stages) bytes = std::max(bytes, walk(st.body));
-    r.bytesInFlightPerThread = ph.reduce && s.unrolled ? bytes * s.items : bytes;
+    if (ph.reduce && s.unrolled) bytes *= s.items;
+    // Of phases walking as many elements (a split's, each over the same sub-rows), the one that
+    // loads the most: a staged split's per-element walk, not its first stage's.
+    if (elements == most && bytes <= r.bytesInFlightPerThread) continue;
+    most = elements;
+    r.bytesInFlightPerThread = bytes;
   }
   return r;
 }

@@ -36,16 +36,21 @@
 // on one block whatever its width, and would size every phase's block). Index arithmetic is 32-bit
 // when every index of the kernel fits, else 64-bit.
 //
-// What the cost model prices (KernelSummary::blocks, threadsPerBlock; pricedLaunch below): a
-// one-phase kernel's launch; for several phases the cooperative launch (the runtime's first
-// choice): the common block and the largest phase grid. Every phase is grid-stride over its
-// units, so that one grid runs them all. The variant priced is the aligned one (16-byte aligned
-// buffers, vector accesses allowed): the runtime's default; an unaligned call may run a launch
-// with narrower vectors (its lanes and grids can differ) that the plan did not price. With it,
-// the bytes a thread has in flight (KernelSummary::bytesInFlightPerThread) in the phase that
-// moves the most data: the loads of its widest walk (a stage's, or the element walk), each of V
-// elements when vectorized, times the groups each lane walks when the walk is unrolled (its
-// loads are then issued before their values are used: codegen/gpu/schedule.h).
+// What the cost model prices (KernelSummary::blocks, threadsPerBlock, gridSyncs; pricedLaunch
+// below): a one-phase kernel's launch; for several phases the cooperative launch (the runtime's
+// first choice): the common block and the largest phase grid. Every phase is grid-stride over
+// its units, so that one grid runs them all. The variant priced is the aligned one (16-byte
+// aligned buffers, vector accesses allowed): the runtime's default; an unaligned call may run a
+// launch with narrower vectors (its lanes and grids can differ) that the plan did not price.
+// With it, the bytes a thread has in flight (KernelSummary::bytesInFlightPerThread) in the phase
+// that moves the most data (of phases walking as many elements, the one loading the most): the
+// loads of its widest walk (a stage's, or the element walk), each of V elements when
+// vectorized, times the groups each lane walks when the walk is unrolled (its loads are then
+// issued before their values are used: codegen/gpu/schedule.h). For a kernel
+// whose long rows were split (lower/split_rows.h), its phase boundaries, each a grid barrier,
+// and the sub-rows its later phases walk again (SplitRole::Rewalk): no register of the first
+// walk survives a phase boundary, so those walks load the kernel's inputs again, from the cache
+// or from memory.
 //
 // Dependencies. lower/ already depended on fusion/'s data (plan.h: the Kernel it lowers); the
 // planner's group analysis (fusion/group.cpp) now includes lower/ to lower its candidates. The
@@ -101,6 +106,16 @@ struct PricedLaunch {
   int64_t blocks = 1;
   int threadsPerBlock = 1;
   int64_t bytesInFlightPerThread = 0;
+  // The phase boundaries: grid barriers of the cooperative launch (or launches, one per phase).
+  int barriers = 0;
+  // Whether long rows were split (Phase::split, lower/split_rows.h); the bytes of the kernel's
+  // inputs that the phases walking sub-rows again (SplitRole::Rewalk) load after an earlier
+  // phase loaded them, once per phase, and the bytes of the distinct inputs among them (whether
+  // a cache holds them from one walk to the next).
+  bool split = false;
+  bool staged = false;  // some phase walks sub-rows again (a split by stages)
+  int64_t rewalkBytes = 0;
+  int64_t rewalkSpan = 0;
 };
 PricedLaunch pricedLaunch(const KernelProgram& p);
 

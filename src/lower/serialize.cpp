@@ -107,8 +107,9 @@ void write(CanonicalWriter& w, const Levels& x) {
 }
 
 void write(CanonicalWriter& w, const Phase& x) {
-  const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, levels,
-               domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] = x;
+  const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, split,
+               levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] =
+      x;
   w.string(name);
   w.boolean(reduce);
   w.integer(units);
@@ -118,6 +119,7 @@ void write(CanonicalWriter& w, const Phase& x) {
   w.integer(rowLength);
   w.integer(workers);
   w.boolean(workerBlocks);
+  w.enumeration(split);
   write(w, levels);
   write(w, domain);
   write(w, reduced);

@@ -4,6 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "support/error.h"
 
 namespace stitch::lower {
 
@@ -20,6 +25,10 @@ constexpr int64_t kTargetSubRows = 2048;  // units x S, at most
 // per 32 columns at 256 rows a sub-column, and its gradient's kernel was cut in two (issue 33).
 constexpr int64_t kMinColumnSub = 32;
 constexpr int64_t kTargetColumns = 32768;
+// Staged splits (GPU): rows are cut into sub-rows of at least kMinStagedSubRow elements, not
+// kMinSubRow: their per-element phase walks the same sub-rows, one block each, and an
+// all-reduction of 64K elements (Adam's clipping norm) would give it 16 blocks.
+constexpr int64_t kMinStagedSubRow = 1024;
 
 // Whether adjacent units are adjacent in memory (the innermost non-trivial axis is kept): the
 // column tiles of launch.h.
@@ -45,21 +54,35 @@ bool elemsIndependent(const Phase& ph) {
   return true;
 }
 
-bool qualifies(const Phase& ph) {
-  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || ph.units < 1) return false;
-  if (columnMajor(ph)) return elemsIndependent(ph);
-  return ph.elems.insts.empty() && ph.units <= kMaxUnits && ph.rowLength >= kMinRowLength;
+// How a phase is split: not at all; one stage whose sub-rows need nothing of the result (the
+// partials, then the combine with the per-row block); or by stages (several stages, or a
+// per-element block that reads the results), GPU only.
+enum class Split { None, Simple, Staged };
+
+Split splitOf(const Phase& ph, const LaunchTarget* gpu) {
+  if (!ph.reduce || ph.workers != 0 || ph.stages.empty() || ph.units < 1) return Split::None;
+  const bool columns = columnMajor(ph);
+  if (!columns && (ph.units > kMaxUnits || ph.rowLength < kMinRowLength)) return Split::None;
+  const bool elemsFree = columns ? elemsIndependent(ph) : ph.elems.insts.empty();
+  if (ph.stages.size() == 1 && elemsFree) return Split::Simple;
+  return gpu ? Split::Staged : Split::None;
 }
 
-// The number of sub-rows per row: a power of two dividing the row, >= 2, or 1 for none.
-int64_t splitsFor(const Phase& ph) {
+// The number of sub-rows per row, >= 2, or 1 for none: a power of two, with sub-rows of at least
+// the minimum and units x S at most the target. A simple split's S divides the row, so every
+// sub-row is full; a staged split's sub-rows are ceil(rowLength / S) long and the last ones are
+// cut short (masked), so that a batch of 1000 or 4097 rows splits too.
+int64_t splitsFor(const Phase& ph, bool staged) {
   const bool columns = columnMajor(ph);
-  const int64_t minSub = columns ? kMinColumnSub : kMinSubRow;
+  const int64_t minSub = columns ? kMinColumnSub : staged ? kMinStagedSubRow : kMinSubRow;
   const int64_t target = columns ? kTargetColumns : kTargetSubRows;
   int64_t s = 1;
-  while (ph.rowLength % (s * 2) == 0 && ph.rowLength / (s * 2) >= minSub &&
-         ph.units * s * 2 <= target)
-    s *= 2;
+  auto fits = [&](int64_t t) {
+    if (ph.units * t > target) return false;
+    if (staged) return (ph.rowLength + t - 1) / t >= minSub;
+    return ph.rowLength % t == 0 && ph.rowLength / t >= minSub;
+  };
+  while (fits(s * 2)) s *= 2;
   return s;
 }
 
@@ -73,6 +96,17 @@ Inst make(InstKind k, int a = -1, int64_t imm = 0) {
   in.kind = k;
   in.args[0] = a;
   in.ivalue = imm;
+  return in;
+}
+
+Inst constI64(int64_t v) { return make(InstKind::Const, -1, v); }
+
+Inst op(ir::OpCode code, ir::DType t, int a, int b, int c = -1) {
+  Inst in = make(InstKind::Op, a);
+  in.op = code;
+  in.dtype = t;
+  in.args[1] = b;
+  in.args[2] = c;
   return in;
 }
 
@@ -91,44 +125,116 @@ ir::DType partialType(const Accumulator& a) {
   return computeType(a.dtype);
 }
 
-// Phase A: the original phase on sub-rows, storing each accumulator's partial into `scratch`.
-// Rows: new unit = unit * S + split (a row's sub-rows side by side). Columns: new unit = split *
-// units + unit, so adjacent units stay adjacent columns (coalesced), and the partials are laid
-// out [S, units] for the combine phase's column tiles. A column phase's per-element block runs
-// on each sub-column (its loop index moved like the stage's).
-Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
-  const bool columns = columnMajor(ph);
-  Phase a = ph;
-  a.name = ph.name + "_split";
-  int64_t sub = ph.rowLength / s;
-  a.units = ph.units * s;
-  a.rowLength = sub;
-  if (columns) {
-    a.domain = {s, sub, ph.units};
+// What a masked element of a cut-short sub-row adds: the operation's identity in dtype t.
+Inst identity(ReduceOp o, ir::DType t) {
+  Inst in = make(InstKind::Const);
+  in.dtype = t;
+  const bool fl = ir::isFloat(t);
+  switch (o) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean: break;  // 0
+    case ReduceOp::Prod:
+      in.fvalue = 1;
+      in.ivalue = 1;
+      break;
+    case ReduceOp::Max:
+      in.fvalue = -std::numeric_limits<double>::infinity();
+      in.ivalue = t == ir::DType::I32 ? std::numeric_limits<int32_t>::min()
+                                      : std::numeric_limits<int64_t>::min();
+      break;
+    case ReduceOp::Min:
+      in.fvalue = std::numeric_limits<double>::infinity();
+      in.ivalue = t == ir::DType::I32 ? std::numeric_limits<int32_t>::max()
+                                      : std::numeric_limits<int64_t>::max();
+      break;
+  }
+  if (fl) in.ivalue = 0;
+  else in.fvalue = 0;
+  // Bool (any, all): false is the least value, true the greatest.
+  if (t == ir::DType::Bool) in.ivalue = o == ReduceOp::Min || o == ReduceOp::Prod;
+  return in;
+}
+
+int unitIndexOf(const Phase& ph) {
+  for (int id : ph.pre.insts)
+    if (ph.insts[static_cast<size_t>(id)].kind == InstKind::UnitIndex) return id;
+  return -1;
+}
+
+// A buffer read by the phase: inserted after its inputs (the stores' positions move up).
+int addInput(Phase& ph, int param) {
+  for (int b = 0; b < ph.numInputs; ++b)
+    if (ph.buffers[static_cast<size_t>(b)] == param) return b;
+  ph.buffers.insert(ph.buffers.begin() + ph.numInputs, param);
+  for (Inst& in : ph.insts)
+    if (in.kind == InstKind::Store) ++in.buffer;
+  return ph.numInputs++;
+}
+
+int addOutput(Phase& ph, int param) {
+  ph.buffers.push_back(param);
+  return static_cast<int>(ph.buffers.size()) - 1;
+}
+
+// The geometry of a split: S sub-rows of `sub` elements per row; `ragged` when S * sub passes
+// the row's end (the last sub-rows are cut short, or empty).
+struct Geometry {
+  int64_t s = 1;
+  int64_t sub = 0;
+  bool ragged = false;
+  bool columns = false;
+};
+
+// The phase on sub-rows: units x S units of `sub` elements. Rows: new unit = unit * S + split (a
+// row's sub-rows side by side). Columns: new unit = split * units + unit, so adjacent units stay
+// adjacent columns (coalesced), and per-sub-unit values are laid out [S, units] for the combine
+// phase's column tiles. The original unit and loop index become expressions of the new ones:
+// the old instructions keep their ids (everything refers to them) and become those expressions;
+// the new unit and loop indices go first in their blocks. `walks` are the blocks whose loop index
+// moves. With a ragged geometry the row position is clamped to the row (every load stays in
+// bounds) and each accumulated value past the row's end is replaced by the identity.
+struct SubUnits {
+  Phase phase;
+  int newUnit = -1;  // the sub-unit
+  int unit = -1;     // the original unit, an expression of newUnit
+};
+
+SubUnits subUnits(const Phase& ph, const Geometry& g, std::string name, bool stageWalks,
+                  bool elemsWalk, bool needUnit) {
+  SubUnits r;
+  Phase& a = r.phase;
+  a = ph;
+  a.name = std::move(name);
+  a.units = ph.units * g.s;
+  a.rowLength = g.sub;
+  if (g.columns) {
+    a.domain = {g.s, g.sub, ph.units};
     a.reduced = {false, true, false};
   } else {
-    a.domain = {a.units, sub};
+    a.domain = {a.units, g.sub};
     a.reduced = {false, true};
   }
-  a.grain = std::max<int64_t>(1, 16384 / sub);
+  a.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.sub, 1));
   a.levels.units = a.units;
-  a.levels.elementsPerThread = sub;
-  // The original unit and loop index become expressions of the new ones. The old instructions
-  // keep their ids (everything refers to them) and become those expressions; the new unit and
-  // loop indices go first in their blocks.
-  int unit = -1;
-  for (int id : a.pre.insts)
-    if (a.insts[static_cast<size_t>(id)].kind == InstKind::UnitIndex) unit = id;
-  int newUnit = add(a, make(InstKind::UnitIndex));
-  int split = add(
-      a, columns ? make(InstKind::IDivC, newUnit, ph.units) : make(InstKind::IRemC, newUnit, s));
-  int base = add(a, make(InstKind::IMulC, split, sub));
-  std::vector<int> pre = {newUnit, split, base};
-  if (unit >= 0)
-    a.insts[static_cast<size_t>(unit)] =
-        columns ? make(InstKind::IRemC, newUnit, ph.units) : make(InstKind::IDivC, newUnit, s);
+  a.levels.elementsPerThread = g.sub;
+  const int unit = unitIndexOf(a);
+  r.newUnit = add(a, make(InstKind::UnitIndex));
+  int split = add(a, g.columns ? make(InstKind::IDivC, r.newUnit, ph.units)
+                               : make(InstKind::IRemC, r.newUnit, g.s));
+  int base = add(a, make(InstKind::IMulC, split, g.sub));
+  std::vector<int> pre = {r.newUnit, split, base};
+  const Inst original = g.columns ? make(InstKind::IRemC, r.newUnit, ph.units)
+                                  : make(InstKind::IDivC, r.newUnit, g.s);
+  if (unit >= 0) {
+    a.insts[static_cast<size_t>(unit)] = original;
+    r.unit = unit;
+  } else if (needUnit) {
+    r.unit = add(a, original);
+    pre.push_back(r.unit);
+  }
   a.pre.insts.insert(a.pre.insts.begin(), pre.begin(), pre.end());
-  // The loop index of a walk becomes base + the new one, which goes first in its block.
+  // The loop index of a walk becomes base + the new one (clamped to the row when ragged), which
+  // goes first in its block.
   auto moveLoop = [&](Block& b) {
     int old = -1;
     for (int id : b.insts)
@@ -137,15 +243,51 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
     int newLoop = add(a, make(InstKind::LoopIndex));
     Inst sum = make(InstKind::IAdd, newLoop);
     sum.args[1] = base;
-    a.insts[static_cast<size_t>(old)] = sum;
-    b.insts.insert(b.insts.begin(), newLoop);
+    if (!g.ragged) {
+      a.insts[static_cast<size_t>(old)] = sum;
+      b.insts.insert(b.insts.begin(), newLoop);
+      return;
+    }
+    int at = add(a, sum);
+    int length = add(a, constI64(ph.rowLength));
+    int last = add(a, constI64(ph.rowLength - 1));
+    int valid = add(a, op(ir::OpCode::Lt, ir::DType::Bool, at, length));
+    a.insts[static_cast<size_t>(old)] = op(ir::OpCode::Minimum, ir::DType::I64, at, last);
+    std::vector<int> insts = {newLoop, at, length, last, valid};
+    for (int id : b.insts) {
+      const Inst in = a.insts[static_cast<size_t>(id)];
+      if (in.kind == InstKind::Accumulate) {
+        const Accumulator& acc = a.accs[static_cast<size_t>(in.acc)];
+        const ir::DType t = a.insts[static_cast<size_t>(in.args[0])].dtype;
+        int none = add(a, identity(acc.op, t));
+        int masked = add(a, op(ir::OpCode::Select, t, valid, in.args[0], none));
+        a.insts[static_cast<size_t>(id)].args[0] = masked;
+        insts.push_back(none);
+        insts.push_back(masked);
+      }
+      insts.push_back(id);
+    }
+    b.insts = std::move(insts);
   };
-  moveLoop(a.stages[0].body);
-  moveLoop(a.elems);
-  // Accumulators: Mean sums (phase B divides), all in the compute type; each partial is read
-  // (and stored) in its partial type.
+  if (stageWalks)
+    for (Stage& st : a.stages) moveLoop(st.body);
+  if (elemsWalk) moveLoop(a.elems);
+  return r;
+}
+
+// Phase A of stage `stage`: the original phase on sub-rows, walking that stage only and storing
+// each of its accumulators' partials into `scratch` (by position in the stage's accs): Mean as
+// Sum, in the compute type, stored in the partial type.
+SubUnits partialsPhase(const Phase& ph, const Geometry& g, size_t stage, bool keepElems,
+                       std::string name, const std::vector<int>& scratch, bool needUnit) {
+  SubUnits su = subUnits(ph, g, std::move(name), true, keepElems, needUnit);
+  Phase& a = su.phase;
+  Stage st = a.stages[stage];
+  a.stages = {st};
+  if (!keepElems) a.elems.insts.clear();
   std::vector<ir::DType> stored;
-  for (Accumulator& acc : a.accs) {
+  for (int j : st.accs) {
+    Accumulator& acc = a.accs[static_cast<size_t>(j)];
     stored.push_back(partialType(acc));
     if (acc.op == ReduceOp::Mean) acc.op = ReduceOp::Sum;
     acc.dtype = computeType(acc.dtype);
@@ -156,48 +298,46 @@ Phase splitPhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
   }
   // Outputs: the partials, after the original buffers (the loads and the per-element block's
   // stores refer to their positions; the row stores of `post` go to the combine phase).
-  const int first = static_cast<int>(a.buffers.size());
   a.post.insts.clear();
-  for (size_t j = 0; j < a.accs.size(); ++j) {
-    a.buffers.push_back(scratch[j]);
+  for (size_t j = 0; j < st.accs.size(); ++j) {
+    const int buffer = addOutput(a, scratch[j]);
     Inst read = make(InstKind::AccRead);
-    read.acc = static_cast<int>(j);
+    read.acc = st.accs[j];
     read.dtype = stored[j];
     int r = add(a, read);
-    Inst st = make(InstKind::Store, newUnit);
-    st.args[1] = r;
-    st.dtype = read.dtype;
-    st.buffer = first + static_cast<int>(j);
+    Inst store = make(InstKind::Store, su.newUnit);
+    store.args[1] = r;
+    store.dtype = read.dtype;
+    store.buffer = buffer;
     a.post.insts.push_back(r);
-    a.post.insts.push_back(add(a, st));
+    a.post.insts.push_back(add(a, store));
   }
-  return a;
+  return su;
 }
 
-// Phase B: the original phase, its row walk replaced by one over the S partials of each unit.
-Phase combinePhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) {
-  const bool columns = columnMajor(ph);
+// Phase B of stage `stage`: the original units, each reducing the S partials of the stage's
+// accumulators with the original operations (float sums and products in f64; Mean divides by the
+// row length), then `post` (the original per-row block, or none).
+Phase combinePhase(const Phase& ph, const Geometry& g, size_t stage, std::string name,
+                   const std::vector<int>& scratch, Block post) {
   Phase b = ph;
-  b.name = ph.name + "_combine";
-  b.rowLength = s;
-  if (columns) {
-    b.domain = {s, ph.units};
+  b.name = std::move(name);
+  b.rowLength = g.s;
+  if (g.columns) {
+    b.domain = {g.s, ph.units};
     b.reduced = {true, false};
   } else {
-    b.domain = {ph.units, s};
+    b.domain = {ph.units, g.s};
     b.reduced = {false, true};
   }
-  b.elems.insts.clear();  // done by phase A
-  b.grain = std::max<int64_t>(1, 16384 / s);
-  b.levels.elementsPerThread = s;
-  // The partials become extra inputs, after the original ones; outputs move up accordingly.
-  int extra = static_cast<int>(scratch.size());
-  b.buffers.insert(b.buffers.begin() + b.numInputs, scratch.begin(), scratch.end());
-  for (Inst& in : b.insts)
-    if (in.kind == InstKind::Store) in.buffer += extra;
-  int unit = -1;
-  for (int id : b.pre.insts)
-    if (b.insts[static_cast<size_t>(id)].kind == InstKind::UnitIndex) unit = id;
+  b.elems.insts.clear();
+  b.post = std::move(post);
+  b.grain = std::max<int64_t>(1, 16384 / g.s);
+  b.levels.elementsPerThread = g.s;
+  const std::vector<int>& accs = ph.stages[stage].accs;
+  std::vector<int> partial;
+  for (int param : scratch) partial.push_back(addInput(b, param));
+  int unit = unitIndexOf(b);
   if (unit < 0) {
     unit = add(b, make(InstKind::UnitIndex));
     b.pre.insts.insert(b.pre.insts.begin(), unit);
@@ -205,53 +345,211 @@ Phase combinePhase(const Phase& ph, int64_t s, const std::vector<int>& scratch) 
   Block body;
   // The partial of (unit, split k): at unit * S + k (rows) or k * units + unit (columns).
   int k = add(b, make(InstKind::LoopIndex));
-  int row =
-      columns ? add(b, make(InstKind::IMulC, k, ph.units)) : add(b, make(InstKind::IMulC, unit, s));
+  int row = g.columns ? add(b, make(InstKind::IMulC, k, ph.units))
+                      : add(b, make(InstKind::IMulC, unit, g.s));
   Inst idx = make(InstKind::IAdd, row);
-  idx.args[1] = columns ? unit : k;
+  idx.args[1] = g.columns ? unit : k;
   int at = add(b, idx);
   body.insts = {k, row, at};
-  for (size_t j = 0; j < b.accs.size(); ++j) {
+  for (size_t j = 0; j < accs.size(); ++j) {
+    Accumulator& acc = b.accs[static_cast<size_t>(accs[j])];
     // Float sums total their f64 partials in f64; the original reads round the result.
-    ir::DType partial = partialType(b.accs[j]);
-    if (partial == ir::DType::F64) b.accs[j].dtype = ir::DType::F64;
+    const ir::DType type = partialType(acc);
+    if (type == ir::DType::F64) acc.dtype = ir::DType::F64;
     Inst ld = make(InstKind::Load, at);
-    ld.dtype = partial;
-    ld.buffer = b.numInputs + static_cast<int>(j);
+    ld.dtype = type;
+    ld.buffer = partial[j];
     int v = add(b, ld);
-    Inst acc = make(InstKind::Accumulate, v);
-    acc.acc = static_cast<int>(j);
-    acc.dtype = b.accs[j].dtype;
+    Inst a = make(InstKind::Accumulate, v);
+    a.acc = accs[j];
+    a.dtype = acc.dtype;
     body.insts.push_back(v);
-    body.insts.push_back(add(b, acc));
+    body.insts.push_back(add(b, a));
   }
-  b.numInputs += extra;
-  b.stages[0].body = std::move(body);
+  b.stages = {Stage{accs, std::move(body)}};
   return b;
+}
+
+// The instructions of p's blocks that something evaluated needs: the roots are stores,
+// accumulations and index checks (kernel_program.h).
+std::vector<bool> liveInsts(const Phase& p) {
+  std::vector<const Block*> blocks = {&p.pre, &p.post, &p.elems};
+  for (const Stage& st : p.stages) blocks.push_back(&st.body);
+  std::vector<bool> live(p.insts.size(), false);
+  std::vector<int> work;
+  for (const Block* b : blocks)
+    for (int id : b->insts) {
+      const InstKind k = p.insts[static_cast<size_t>(id)].kind;
+      if (k == InstKind::Store || k == InstKind::Accumulate || k == InstKind::CheckIndex) {
+        live[static_cast<size_t>(id)] = true;
+        work.push_back(id);
+      }
+    }
+  while (!work.empty()) {
+    const int id = work.back();
+    work.pop_back();
+    for (int a : p.insts[static_cast<size_t>(id)].args)
+      if (a >= 0 && !live[static_cast<size_t>(a)]) {
+        live[static_cast<size_t>(a)] = true;
+        work.push_back(a);
+      }
+  }
+  return live;
+}
+
+// The staged split of one phase: its phases, in order, and the scratch parameters it adds.
+class StagedSplit {
+ public:
+  StagedSplit(KernelProgram& p, const Phase& ph, const Geometry& g) : p_(p), ph_(ph), g_(g) {
+    for (size_t s = 0; s < ph.stages.size(); ++s)
+      for (int j : ph.stages[s].accs) stageOf_[j] = s;
+  }
+
+  std::vector<Phase> build();
+
+ private:
+  // Reads the results of the accumulators that are not complete in `x` (all but `finals`) from
+  // the scratch where their combine phase stores them, at `unit`: every AccRead of them that x
+  // evaluates becomes a load in x's `pre`.
+  void readResults(Phase& x, const std::vector<int>& finals, int unit);
+  int scratch(ir::DType t, int64_t elements);
+
+  KernelProgram& p_;
+  const Phase& ph_;
+  const Geometry& g_;
+  std::map<int, size_t> stageOf_;  // accumulator -> its stage
+  // Results read after their combine phase: (accumulator, dtype) -> the scratch param.
+  std::map<std::pair<int, ir::DType>, int> results_;
+};
+
+int StagedSplit::scratch(ir::DType t, int64_t elements) {
+  Param q;
+  q.scratch = p_.scratchSlots++;
+  q.dtype = t;
+  q.elements = elements;
+  p_.params.push_back(q);
+  return static_cast<int>(p_.params.size()) - 1;
+}
+
+void StagedSplit::readResults(Phase& x, const std::vector<int>& finals, int unit) {
+  std::vector<Block*> blocks = {&x.pre, &x.post, &x.elems};
+  for (Stage& st : x.stages) blocks.push_back(&st.body);
+  const std::vector<bool> evaluated = liveInsts(x);
+  std::vector<int> loads;
+  for (Block* b : blocks)
+    std::erase_if(b->insts, [&](int id) {
+      Inst& in = x.insts[static_cast<size_t>(id)];
+      if (!evaluated[static_cast<size_t>(id)] || in.kind != InstKind::AccRead ||
+          std::find(finals.begin(), finals.end(), in.acc) != finals.end())
+        return false;
+      STITCH_INTERNAL(unit >= 0, "split rows: phase {} reads a result with no unit index", x.name);
+      auto [it, added] = results_.try_emplace({in.acc, in.dtype}, -1);
+      if (added) it->second = scratch(in.dtype, ph_.units);
+      const int buffer = addInput(x, it->second);
+      Inst ld = make(InstKind::Load, unit);
+      ld.dtype = in.dtype;
+      ld.buffer = buffer;
+      in = ld;
+      loads.push_back(id);
+      return true;
+    });
+  // After the unit index (and what it is computed from), before every walk that reads them.
+  x.pre.insts.insert(x.pre.insts.end(), loads.begin(), loads.end());
+  // What the phase no longer computes (the other stages' walks, the row stores of other phases,
+  // the results it does not read) goes.
+  const std::vector<bool> live = liveInsts(x);
+  for (Block* b : blocks)
+    std::erase_if(b->insts, [&](int id) { return !live[static_cast<size_t>(id)]; });
+}
+
+std::vector<Phase> StagedSplit::build() {
+  std::vector<Phase> out;
+  std::vector<size_t> combines;  // position in `out` of stage s's combine phase
+  std::vector<int> combineUnit;  // its unit index
+  const size_t stages = ph_.stages.size();
+  for (size_t s = 0; s < stages; ++s) {
+    std::vector<int> partials;
+    for (int j : ph_.stages[s].accs)
+      partials.push_back(scratch(partialType(ph_.accs[static_cast<size_t>(j)]), ph_.units * g_.s));
+    SubUnits a = partialsPhase(ph_, g_, s, false, fmt::format("{}_split{}", ph_.name, s), partials,
+                               /*needUnit=*/true);
+    readResults(a.phase, ph_.stages[s].accs, a.unit);  // its own are the partials it stores
+    a.phase.split = s == 0 ? SplitRole::Walk : SplitRole::Rewalk;
+    out.push_back(std::move(a.phase));
+    Phase b = combinePhase(ph_, g_, s, fmt::format("{}_combine{}", ph_.name, s), partials,
+                           s + 1 == stages ? ph_.post : Block{});
+    const int unit = unitIndexOf(b);
+    readResults(b, ph_.stages[s].accs, unit);
+    b.split = SplitRole::Combine;
+    combines.push_back(out.size());
+    combineUnit.push_back(unit);
+    out.push_back(std::move(b));
+  }
+  if (!ph_.elems.insts.empty()) {
+    // The per-element block on the sub-rows, with what it reads of the per-row block (its row
+    // stores are the last combine phase's).
+    SubUnits su = subUnits(ph_, g_, ph_.name + "_elems", false, true, /*needUnit=*/true);
+    Phase& e = su.phase;
+    e.stages.clear();
+    std::erase_if(e.post.insts,
+                  [&](int id) { return e.insts[static_cast<size_t>(id)].kind == InstKind::Store; });
+    readResults(e, {}, su.unit);
+    e.split = SplitRole::Rewalk;
+    out.push_back(std::move(e));
+  }
+  // Each combine phase stores the results later phases read, per unit.
+  for (const auto& [key, param] : results_) {
+    const auto [acc, dtype] = key;
+    const size_t s = stageOf_.at(acc);
+    Phase& b = out[combines[s]];
+    Inst read = make(InstKind::AccRead);
+    read.acc = acc;
+    read.dtype = dtype;
+    int r = add(b, read);
+    Inst store = make(InstKind::Store, combineUnit[s]);
+    store.args[1] = r;
+    store.dtype = dtype;
+    store.buffer = addOutput(b, param);
+    b.post.insts.push_back(r);
+    b.post.insts.push_back(add(b, store));
+  }
+  return out;
 }
 
 }  // namespace
 
-int splitLongRows(KernelProgram& p) {
+int splitLongRows(KernelProgram& p, const LaunchTarget* target) {
   int splits = 0;
   std::vector<Phase> out;
   for (Phase& ph : p.phases) {
-    int64_t s = qualifies(ph) ? splitsFor(ph) : 1;
-    if (s < 2) {
+    const Split kind = splitOf(ph, target);
+    Geometry g;
+    g.columns = kind != Split::None && columnMajor(ph);
+    g.s = kind == Split::None ? 1 : splitsFor(ph, kind == Split::Staged);
+    if (g.s < 2) {
       out.push_back(std::move(ph));
       continue;
     }
-    std::vector<int> scratch;
-    for (const Accumulator& acc : ph.accs) {
-      Param q;
-      q.scratch = p.scratchSlots++;
-      q.dtype = partialType(acc);
-      q.elements = ph.units * s;
-      p.params.push_back(q);
-      scratch.push_back(static_cast<int>(p.params.size()) - 1);
+    g.sub = (ph.rowLength + g.s - 1) / g.s;
+    g.ragged = g.sub * g.s != ph.rowLength;
+    if (kind == Split::Staged) {
+      for (Phase& x : StagedSplit(p, ph, g).build()) out.push_back(std::move(x));
+    } else {
+      std::vector<int> scratch;
+      for (int j : ph.stages[0].accs) {
+        Param q;
+        q.scratch = p.scratchSlots++;
+        q.dtype = partialType(ph.accs[static_cast<size_t>(j)]);
+        q.elements = ph.units * g.s;
+        p.params.push_back(q);
+        scratch.push_back(static_cast<int>(p.params.size()) - 1);
+      }
+      out.push_back(
+          partialsPhase(ph, g, 0, true, ph.name + "_split", scratch, /*needUnit=*/false).phase);
+      out.back().split = SplitRole::Walk;
+      out.push_back(combinePhase(ph, g, 0, ph.name + "_combine", scratch, ph.post));
+      out.back().split = SplitRole::Combine;
     }
-    out.push_back(splitPhase(ph, s, scratch));
-    out.push_back(combinePhase(ph, s, scratch));
     ++splits;
   }
   p.phases = std::move(out);

@@ -65,9 +65,17 @@ struct Case {
 };
 
 // The fewest kernels the stitch schemes form for each, as at 256 MiB:
-//   - Adam with clipping: two. The clip factor is an all-reduction of g that every update needs;
-//     one kernel would run the update in the reduction's single unit (one block), so g is read
-//     by a reduction kernel and again by the update (1.14x).
+//   - Adam with clipping: one on a GPU, two on the host. The clip factor is an all-reduction of g
+//     that every update needs. A GPU kernel splits it by stages (lower/split_rows.h): partial
+//     sums over sub-rows, their combine, then the update on the sub-rows again, which reads g a
+//     second time from memory once it no longer fits in the cache (1.14x); the host would run
+//     the update in the reduction's single unit, so g is read by a reduction kernel and again by
+//     the update (1.14x).
+//   - batch norm in training over [N, 256] (BatchNorm1d): one kernel on every target, split by
+//     stages on a GPU (sub-columns for the mean, then for the variance of x - mean, then the
+//     normalization). x is walked three times, the walks after the first from the cache while x
+//     fits in half of it; past that from memory (2x: no plan of the graph reads it less, the
+//     variance needs the mean and every element both).
 //   - batch norm in training over [N, 64, 16, 16]: one kernel, whose channels' statistics need x
 //     walked before the normalization can start: a channel's slab does not fit on chip from a
 //     few MiB up, so x is read twice (1.5x).
@@ -86,7 +94,9 @@ const Case kCases[] = {
     {"bias_gelu_backward.stitch", "bias_gelu_backward", 1, 1.1},
     {"batch_norm_train.stitch", "batch_norm_train", 1, 1.5, 0, false},
     {"cross_entropy_train.stitch", "cross_entropy_train", 1, 1.1},
-    {"adam_clip.stitch", "adam_clip", 2, 1.15, 0, false},
+    {"adam_clip.stitch", "adam_clip", 1, 1.15, 2, false},
+    {"batch_norm1d_train.stitch", "batch_norm1d_train", 1, 2.0, 0, true},
+    {"batch_norm1d_train.stitch", "batch_norm1d_train_bf16", 1, 2.0, 0, true},
     {"group_norm_silu.stitch", "group_norm_silu", 1, 1.1, 0, false},
     {"group_norm_silu.stitch", "group_norm_silu_bf16", 1, 1.1, 2, false},
 };
@@ -124,6 +134,25 @@ TEST(PlanSizes, TrainingGraphsPlanAlikeFromOneToTwoHundredFiftySixMiB) {
             << p.bytes << " bytes planned, " << minimal << " minimal\n"
             << explainText(g, p);
       }
+    }
+  }
+}
+
+// BatchNorm1d over [N, 256] on sm_90 (the 4 MiB case at N = 4096, planned as three
+// kernels "fusing does not pay: 115 us fused vs 16 us apart"; 1000 rows, not a power of two; 64
+// rows, too few to be worth a split): one kernel moving about the minimal traffic, with no cut.
+TEST(PlanSizes, BatchNorm1dIsOneKernelAtSmallSizes) {
+  const HardwareProfile hw = *findProfile("sm_90");
+  for (const char* graph : {"batch_norm1d_train", "batch_norm1d_train_bf16"}) {
+    const ir::Graph g = exampleGraph("batch_norm1d_train.stitch", graph);
+    for (int64_t rows : {64, 1000, 4096}) {
+      SCOPED_TRACE(fmt::format("{} at N={}", graph, rows));
+      const ir::Bindings b{{"N", rows}};
+      const Plan p = planGraph(g, b, hw, PlannerOptions{});
+      ASSERT_EQ(p.kernels.size(), 1u) << explainText(g, p);
+      EXPECT_TRUE(p.cuts.empty());
+      EXPECT_LE(static_cast<double>(p.bytes), 1.1 * static_cast<double>(minimalTraffic(g, b)))
+          << explainText(g, p);
     }
   }
 }

@@ -280,11 +280,15 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
                                    std::string(fusion::modeName(mode)) + " kernel " +
                                    std::to_string(i);
           lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
-          // Column partials size their workers for the machine: such a program is lowered for
-          // its target (as the driver lowers every GPU program), not re-decided by the emitter.
+          // Column partials size their workers for the machine, and only a GPU target splits a
+          // reduction by stages (lower/split_rows.h): such a program is lowered for its target
+          // (as the driver lowers every GPU program), not re-decided by the emitter.
+          const lower::KernelProgram forTarget =
+              lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
           if (std::any_of(p.phases.begin(), p.phases.end(),
-                          [](const lower::Phase& ph) { return ph.workers > 0; }))
-            p = lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
+                          [](const lower::Phase& ph) { return ph.workers > 0; }) ||
+              lower::pricedLaunch(forTarget).staged)
+            p = forTarget;
           codegen::GpuKernelSource src = codegen::emitGpuKernel(p, t);
           const bool several = src.phases.size() > 1;
           const codegen::GpuLaunch& launched = several ? src.cooperative : src.phases.at(0);

@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "common/index_check_cases.h"
 #include "common/sweep.h"
@@ -136,6 +138,68 @@ TEST(GpuEmulated, RandomGraphsMatchTheReference) {
   }
   const Totals t = runAll(buildAll(std::move(graphs)), 0);
   EXPECT_GE(t.runs, static_cast<size_t>(count));
+}
+
+// Reductions split by stages over sub-rows (lower/split_rows.h, GPU only): batch norm over [N, C]
+// (its two-stage column statistics, then every element), Adam with clipping (an all-reduction
+// every element's update reads), a softmax over one long row (two stages of a row, then every
+// element) and batch norm over NCHW (two stages of 64 long rows), each planned as one kernel at
+// sizes whose sub-rows divide the rows, cut the last one short (odd N, N not a multiple of S),
+// or leave too little to split (N = 1, 2, 33, and 64 rows of 256, below the work a staged split
+// needs). The launches are cut to 16 blocks, so every phase strides over its sub-rows.
+TEST(GpuEmulated, StagedSplitsMatchTheReference) {
+  SKIP_UNDER_SANITIZERS();
+  auto read = [](const char* file) {
+    std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/examples/" + file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ir::parseModule(ss.str(), file);
+  };
+  const char* longSoftmax = R"(
+graph long_softmax(x: f32[R, N]) {
+  y = softmax(x, axis=-1)
+  return y
+})";
+  std::vector<gputest::NamedGraph> graphs;
+  std::set<std::string> unsplit;  // the cases too small to split
+  auto addAt = [&](const ir::Graph& g, std::vector<ir::Bindings> sizes, size_t small = 0) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::string name = g.name();
+      for (const auto& [s, v] : sizes[i]) name += "[" + s + "=" + std::to_string(v) + "]";
+      if (i < small) unsplit.insert(name);
+      graphs.push_back({std::move(name), g, std::move(sizes[i])});
+    }
+  };
+  for (const ir::Graph& g : read("batch_norm1d_train.stitch"))
+    addAt(g,
+          {{{"N", 1}},
+           {{"N", 2}},
+           {{"N", 33}},
+           {{"N", 64}},
+           {{"N", 333}},
+           {{"N", 1000}},
+           {{"N", 4096}},
+           {{"N", 4097}}},
+          4);
+  addAt(read("adam_clip.stitch").at(0),
+        {{{"N", 1}}, {{"N", 65536}}, {{"N", 100003}}, {{"N", 262144}}}, 1);
+  addAt(ir::parseModule(longSoftmax, "long_softmax.stitch").at(0),
+        {{{"R", 1}, {"N", 65536}}, {{"R", 3}, {"N", 70001}}});
+  addAt(read("batch_norm_train.stitch").at(0), {{{"N", 256}}, {{"N", 257}}});
+  const std::vector<Case> cases = buildAll(std::move(graphs));
+  // The split is what runs: one kernel, and (but at the smallest sizes) phases of every stage and
+  // the per-element phase after them.
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.build.programs.size(), 1u) << c.graph.name;
+    bool staged = false;
+    for (const lower::KernelProgram& p : c.build.programs)
+      for (const lower::Phase& ph : p.phases) staged = staged || ph.name.ends_with("_elems");
+    EXPECT_EQ(staged, !unsplit.contains(c.graph.name)) << c.graph.name;
+  }
+  const Totals t = runAll(cases, 0);
+  EXPECT_EQ(t.runs, cases.size());
+  // Unaligned: scalar accesses, the other code of each kernel.
+  runAll(cases, 1);
 }
 
 // Issue 17 on the GPU code generator: a transformer block's memory-bound graph at many

@@ -250,8 +250,9 @@ class Mutations {
 
  private:
   void phase(const Phase& ph, const std::string& at, Getter<Phase> get) {
-    const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, levels,
-                 domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] = ph;
+    const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, split,
+                 levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post,
+                 elems] = ph;
     scalar<std::string>(
         "Phase::name", at, [get](KernelProgram & q) -> auto& { return get(q).name; });
     scalar<bool>(
@@ -271,6 +272,8 @@ class Mutations {
     scalar<bool>(
         "Phase::workerBlocks",
         at, [get](KernelProgram & q) -> auto& { return get(q).workerBlocks; });
+    scalar<SplitRole>(
+        "Phase::split", at, [get](KernelProgram & q) -> auto& { return get(q).split; });
     leaf<Levels>(
         at + ".levels", [get](KernelProgram & q) -> auto& { return get(q).levels; });
     vectorOf<int64_t>(
@@ -404,6 +407,7 @@ std::set<std::string> everyField() {
       "Phase::rowLength",
       "Phase::workers",
       "Phase::workerBlocks",
+      "Phase::split",
       "Phase::domain[]",
       "Phase::domain#grow",
       "Phase::domain#shrink",
