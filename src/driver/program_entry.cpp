@@ -371,9 +371,10 @@ void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& opti
     const std::string where = fmt::format("kernel {} ({})", ki, kernelName);
     for (const std::string& c : checks)
       if (!checkLabels.count(c))
-        defect(fmt::format("{} checks indices for \"{}\", which is no gather or check_index of "
-                           "the graph",
-                           where, c));
+        defect(
+            fmt::format("{} checks indices for \"{}\", which is no gather or check_index of "
+                        "the graph",
+                        where, c));
     if (phases.empty()) defect(where + " has no phases");
     if (forms.empty()) defect(where + " has no code");
     for (size_t f = 0; f < forms.size(); ++f)
