@@ -9,7 +9,8 @@ binary (a copy's traffic: a transcendental that costs no more than its memory tr
 and GPT-2's bias + tanh-approximated GELU beside the exact (erf) one. With --baseline (a build
 whose tanh, log and log1p called SLEEF) each graph is also timed on that binary, in alternating
 order, and the ratio taken round by round; medians of the rounds are reported. The log graphs
-take abs() of the seeded inputs first, so that every input is in the domain.
+take abs() of the seeded inputs first, so that every input is in the domain. --cpu-features
+-avx512f times the code an AVX2-only host runs, on an AVX-512 host (STITCH_CPU_FEATURES).
 """
 
 from __future__ import annotations
@@ -34,8 +35,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--threads", default="1", help="STITCH_NUM_THREADS for every run")
+    ap.add_argument("--cpu-features", help="STITCH_CPU_FEATURES for every run: -avx512f times "
+                    "the code an AVX2 host runs (not with --baseline: older builds ignore it)")
     a = ap.parse_args()
+    if a.cpu_features and a.baseline:
+        ap.error("--cpu-features with --baseline: a build before STITCH_CPU_FEATURES ignores it")
     env = {"STITCH_CACHE": "0", "STITCH_NUM_THREADS": a.threads}
+    if a.cpu_features:
+        env["STITCH_CPU_FEATURES"] = a.cpu_features
     binaries = [a.stitch] + ([a.baseline] if a.baseline else [])
     times = {(b, op): [] for b in binaries for op in OPS}
     for r in range(a.rounds):
@@ -51,7 +58,7 @@ def main() -> int:
                   " / ".join(f"{times[(b, op)][-1]:.2f} ms" for b in binaries), file=sys.stderr)
     info = machine_info()
     print(f"stitch {stitch_version(a.stitch)}, {info['model']}, {info['cores']} CPUs, "
-          f"STITCH_NUM_THREADS={a.threads}, load {info['load']} at the end, {a.rounds} rounds of "
+          f"STITCH_NUM_THREADS={a.threads}, STITCH_CPU_FEATURES={a.cpu_features or ''}, load {info['load']} at the end, {a.rounds} rounds of "
           f"--iters {a.iters}")
     head = "| graph | ms | x neg |"
     if a.baseline:

@@ -15,6 +15,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1278,6 +1279,68 @@ TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
       }
     }
   }
+}
+
+// STITCH_CPU_FEATURES (runtime/cpu/orc_jit.h): on an AVX-512 host, -avx512f makes the code an
+// AVX2 host runs (SLEEF's 256-bit functions, not its 512-bit ones, for an f64 log), changes the
+// host's cache key, and still computes the same results; bad lists are errors naming the value.
+TEST(OrcJit, CpuFeaturesFromTheEnvironmentMakeCodeForAnotherHost) {
+  struct Unset {
+    ~Unset() { ::unsetenv(rt::cpu::kCpuFeaturesEnv); }
+  } unset;
+  for (const char* bad : {"avx512f", "-avx512f,", "-no-such-feature", "+"}) {
+    ::setenv(rt::cpu::kCpuFeaturesEnv, bad, 1);
+    try {
+      (void)rt::cpu::cpuFeaturesFromEnv();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(e.message().find(fmt::format("STITCH_CPU_FEATURES={} is not valid", bad)),
+                std::string::npos)
+          << e.message();
+    }
+  }
+  ::unsetenv(rt::cpu::kCpuFeaturesEnv);
+  if (!llvm::sys::getHostCPUFeatures().lookup("avx512f")) GTEST_SKIP() << "the host has no AVX-512";
+  const std::string hostFeatures = rt::cpu::hostTargetOf(jitAt(3)).features;
+  ::setenv(rt::cpu::kCpuFeaturesEnv, "-avx512f", 1);
+  auto made = rt::cpu::OrcJit::Create(3);
+  ASSERT_TRUE(static_cast<bool>(made)) << llvm::toString(made.takeError());
+  rt::cpu::OrcJit& jit = **made;
+  const std::string features = rt::cpu::hostTargetOf(jit).features;
+  EXPECT_NE(features.find("-avx512f"), std::string::npos) << features;
+  EXPECT_NE(hostFeatures.find("+avx512f"), std::string::npos) << hostFeatures;
+
+  const int n = 1003;
+  ir::Graph g =
+      parseOne(fmt::format("graph t(x: f64[{}]) {{\n y = log(x)\n return y\n}}\n", n).c_str());
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = std::make_unique<llvm::Module>("avx2_log", *ctx);
+  m->setDataLayout(jit.dataLayout());
+  m->setTargetTriple(jit.triple().str());
+  auto names = codegen::emitProgram(p, "avx2", *m);
+  auto bytes =
+      jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), names[0]);
+  ASSERT_TRUE(static_cast<bool>(bytes)) << llvm::toString(bytes.takeError());
+  std::set<std::string> called = calledSymbols(*bytes);
+  EXPECT_TRUE(called.count(rt::cpu::sleefVectorName("log", false, 4)))
+      << fmt::format("{}", fmt::join(called, ", "));
+  EXPECT_FALSE(called.count(rt::cpu::sleefVectorName("log", false, 8)))
+      << fmt::format("{}", fmt::join(called, ", "));
+  auto loaded = jit.loadObject(*bytes, "avx2_log.o");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  auto fn = jit.lookup(names[0]);
+  ASSERT_TRUE(static_cast<bool>(fn)) << llvm::toString(fn.takeError());
+  std::vector<double> x(n), y(n);
+  for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 1e-3 + 0.37 * i;
+  void* bufs[2] = {x.data(), y.data()};
+  reinterpret_cast<rt::cpu::KernelFn> (*fn)(bufs, 0, p.phases[0].units);
+  for (int i = 0; i < n; ++i)
+    EXPECT_NEAR(y[static_cast<size_t>(i)], std::log(x[static_cast<size_t>(i)]),
+                1e-14 * std::fabs(std::log(x[static_cast<size_t>(i)])) + 1e-300)
+        << x[static_cast<size_t>(i)];
 }
 
 TEST(OrcJit, ObjectBytesRoundTrip) {
