@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fits the coefficients of the LLVM emitter's inline f32 exp and erf (src/codegen/llvm/inline_math.cpp).
+"""Fits the coefficients of the LLVM emitter's inline f32 exp, erf, tanh and log
+(src/codegen/llvm/inline_math.cpp; log1p is log's).
 
 Usage: python3 scripts/fit_inline_math.py   (needs numpy and scipy: .venv-torch has them)
 
@@ -15,6 +16,12 @@ for the least maximum relative error of e^r (Lawson's iteratively reweighted lea
 erf: erf(x) = x P(x^2) / Q(x^2) for |x| <= 4, P and Q of degree 5, Q(0) = 1, fitted for the
 least maximum relative error (Loeb's linearization, reweighted as above); |x| > 4 gives +-1, as
 erf(4) = 1 - 1.5e-8 rounds to 1 in f32.
+
+tanh: tanh(x) = x P(x^2) / Q(x^2) for |x| <= 9, P and Q of degree 4, fitted as erf's; |x| > 9
+gives +-1 (tanh(9.01) rounds to 1 in f32).
+
+log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(m) = f + f^2 q(f), f = m - 1, q of degree 7 fitted
+for the least maximum relative error of log1p(f), plus e ln 2 in the two parts of exp's.
 """
 import numpy as np
 from scipy.special import erf
@@ -82,24 +89,78 @@ def exp32(x, q):
     return np.ldexp(p.astype(np.float64), k.astype(np.int64)).astype(np.float32)
 
 
-def fit_erf(iters=60):
-    x = chebyshev_grid(0, ERF_LIMIT, 40001)
+def fit_odd_rational(fn, limit, degree, iters):
+    """P, Q (Q(0) = 1) of degree `degree` with x P(x^2) / Q(x^2) ~ fn(x) on (0, limit], for the
+    least maximum relative error (Loeb's linearization, reweighted as lawson's)."""
+    x = chebyshev_grid(0, limit, 40001)
     x = x[x > 1e-4]
-    t, f = x * x, erf(x) / x
+    t, f = x * x, fn(x) / x
     q_prev = np.ones_like(t)
     w = np.full(len(t), 1.0 / len(t))
+    n = degree + 1
     for _ in range(iters):
         # P(t) - f (Q(t) - 1) = f, weighted by 1 / (f Q_prev): relative error of P / Q.
-        design = np.concatenate([np.stack([t**k for k in range(6)], 1),
-                                 np.stack([-f * t**k for k in range(1, 6)], 1)], 1)
+        design = np.concatenate([np.stack([t**k for k in range(n)], 1),
+                                 np.stack([-f * t**k for k in range(1, n)], 1)], 1)
         sw = np.sqrt(w) / (f * q_prev)
         c, *_ = np.linalg.lstsq(design * sw[:, None], f * sw, rcond=None)
-        p, q = c[:6], np.concatenate([[1.0], c[6:]])
+        p, q = c[:n], np.concatenate([[1.0], c[n:]])
         q_prev = np.polyval(q[::-1], t)
         err = np.abs(np.polyval(p[::-1], t) / q_prev - f) / f
         w = w * err
         w /= w.sum()
     return [f32(v) for v in p], [f32(v) for v in q]
+
+
+def fit_erf():
+    return fit_odd_rational(erf, ERF_LIMIT, 5, 60)
+
+
+TANH_LIMIT = 9.0
+
+
+def fit_tanh():
+    return fit_odd_rational(np.tanh, TANH_LIMIT, 4, 80)
+
+
+def tanh32(x, p, q):
+    xc = np.clip(x, f32(-TANH_LIMIT), f32(TANH_LIMIT))
+    t = (xc * xc).astype(np.float32)
+    y = (xc * (fma_horner(p, t) / fma_horner(q, t)).astype(np.float32)).astype(np.float32)
+    y = np.clip(y, f32(-1), f32(1))
+    return np.where(x > TANH_LIMIT, f32(1), np.where(x < -TANH_LIMIT, f32(-1), y))
+
+
+LOG_LO, LOG_HI = np.sqrt(0.5) - 1, np.sqrt(2) - 1
+
+
+def fit_log():
+    f = chebyshev_grid(LOG_LO, LOG_HI, 40001)
+    f = f[np.abs(f) > 1e-6]
+    design = np.stack([f ** (k + 2) for k in range(8)], 1)
+    return [f32(c) for c in lawson(design, np.log1p(f) - f, 1 / np.abs(np.log1p(f)), 200)]
+
+
+def log32(x, q):
+    """For x > 0 finite, as the emitter computes it (subnormals scaled by 2^23 first)."""
+    sub = x < f32(1.17549435e-38)
+    xs = np.where(sub, (x.astype(np.float64) * 2**23).astype(np.float32), x)
+    bits = xs.view(np.int32).astype(np.int64)
+    e = (bits - 0x3F3504F3) >> 23
+    m = (bits - (e << 23)).astype(np.int32).view(np.float32)
+    e = (e - np.where(sub, 23, 0)).astype(np.float32)
+    f = (m - f32(1)).astype(np.float32)
+    y = fma((f * f).astype(np.float32), fma_horner(q, f), f)
+    y = fma(e, LN2_LO, y)
+    return fma(e, LN2_HI, y)
+
+
+def log1p32(x, q):
+    """For x > -1 finite, as the emitter computes it."""
+    u = (f32(1) + x).astype(np.float32)
+    lost = (x - (u - f32(1)).astype(np.float32)).astype(np.float32)
+    y = (log32(u, q) + (lost / u).astype(np.float32)).astype(np.float32)
+    return np.where(u == f32(1), x, y)
 
 
 def erf32(x, p, q):
@@ -125,6 +186,26 @@ def main():
     print("     Q(t) =", ", ".join(f"{float(c)!r}f" for c in qq))
     print(f"  max error {u.max():.2f} ULP at x = {x[u.argmax()]!r}, "
           f"max absolute error {np.abs(got - ref).max():.3g}")
+    p, qq = fit_tanh()
+    x = np.concatenate([np.linspace(-12, 12, 4000001),
+                        10.0 ** np.linspace(-30, 0, 200001)]).astype(np.float32)
+    u = ulps(tanh32(x, p, qq), np.tanh(x.astype(np.float64)))
+    print("tanh: P(t) =", ", ".join(f"{float(c)!r}f" for c in p))
+    print("      Q(t) =", ", ".join(f"{float(c)!r}f" for c in qq))
+    print(f"  max error {u.max():.2f} ULP at x = {x[u.argmax()]!r}")
+    q = fit_log()
+    x = np.concatenate([10.0 ** np.linspace(-44, 38, 2000001),
+                        np.linspace(0.5, 2, 2000001)]).astype(np.float32)
+    x = x[x > 0]
+    u = ulps(log32(x, q), np.log(x.astype(np.float64)))
+    print("log: q(f) =", ", ".join(f"{float(c)!r}f" for c in q))
+    print(f"  max error {u.max():.2f} ULP at x = {x[u.argmax()]!r} (x > 0 finite)")
+    x = np.concatenate([-(10.0 ** np.linspace(-40, -1e-7, 1000001)),
+                        10.0 ** np.linspace(-40, 30, 2000001),
+                        np.linspace(-0.99, 3, 2000001)]).astype(np.float32)
+    x = x[x > -1]
+    u = ulps(log1p32(x, q), np.log1p(x.astype(np.float64)))
+    print(f"log1p: max error {u.max():.2f} ULP at x = {x[u.argmax()]!r} (x > -1 finite)")
 
 
 if __name__ == "__main__":

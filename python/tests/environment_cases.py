@@ -23,6 +23,7 @@ BAD = {
     "STITCH_SPIN_US": "abc",
     "STITCH_CPU_OPENMP": "2",
     "STITCH_CPU_STREAMING_STORES": "2",
+    "STITCH_CPU_FEATURES": "-no-such-feature",
     "STITCH_SHAPE_CLASSES": "2",
     "STITCH_COMPILE_THREADS": "0",
     "STITCH_DISABLE": "banana",

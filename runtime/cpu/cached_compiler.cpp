@@ -31,10 +31,12 @@ struct LoadedCode {
 
 HostTarget hostTargetOf(const OrcJit& jit) {
   // The JIT's target machine is made by JITTargetMachineBuilder::detectHost from these same
-  // queries (every feature, "+" or "-"). StringMap iterates in hash order: sorted here.
+  // queries (every feature, "+" or "-"), then STITCH_CPU_FEATURES' changes (orc_jit.h), applied
+  // here the same way. StringMap iterates in hash order: sorted here.
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  for (const std::string& f : cpuFeaturesFromEnv()) host[f.substr(1)] = f[0] == '+';
   std::vector<std::string> features;
-  for (const auto& f : llvm::sys::getHostCPUFeatures())
-    features.push_back((f.second ? "+" : "-") + f.first().str());
+  for (const auto& f : host) features.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(features.begin(), features.end());
   HostTarget t;
   t.triple = jit.triple().str();

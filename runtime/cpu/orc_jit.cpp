@@ -1,15 +1,19 @@
 #include "runtime/cpu/orc_jit.h"
 
+#include <fmt/format.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
 #include <sleef.h>
 
 #include <map>
@@ -19,6 +23,8 @@
 
 #include "runtime/cpu/streaming_stores.h"
 #include "runtime/cpu/vector_math.h"
+#include "support/env.h"
+#include "support/error.h"
 #include "support/logging.h"
 
 namespace stitch::rt::cpu {
@@ -134,10 +140,44 @@ std::string sleefVersion() {
 
 }  // namespace
 
+std::vector<std::string> cpuFeaturesFromEnv() {
+  std::optional<std::string> value = env::get(kCpuFeaturesEnv);
+  if (!value) return {};
+  const char* valid =
+      "a comma list of +FEATURE or -FEATURE, LLVM's names for the host (e.g. -avx512f)";
+  initializeNativeTarget();
+  const std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  STITCH_INTERNAL(target != nullptr, "no LLVM target for the host ({}): {}", triple, error);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+  STITCH_INTERNAL(sti != nullptr, "no subtarget information for the host ({})", triple);
+  std::set<std::string, std::less<>> known;
+  for (const llvm::SubtargetFeatureKV& f : sti->getAllProcessorFeatures()) known.insert(f.Key);
+  std::vector<std::string> out;
+  std::string_view rest = *value;
+  while (true) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    if (item.size() < 2 || (item[0] != '+' && item[0] != '-'))
+      env::throwInvalid(kCpuFeaturesEnv, *value, valid);
+    if (!known.count(item.substr(1)))
+      env::throwInvalid(
+          kCpuFeaturesEnv, *value,
+          fmt::format("{} ('{}' is not a feature of {})", valid, item.substr(1), triple));
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 llvm::Expected<std::unique_ptr<OrcJit>> OrcJit::Create(int optLevel) {
   initializeNativeTarget();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return jtmb.takeError();
+  // Later entries win in LLVM's feature strings: the variable's changes go after the host's.
+  jtmb->addFeatures(cpuFeaturesFromEnv());
   jtmb->setCodeGenOptLevel(codegenLevel(optLevel));
   auto tm = jtmb->createTargetMachine();
   if (!tm) return tm.takeError();

@@ -1,7 +1,8 @@
 // The host JIT: an LLVM ORC LLJIT in the style of the Kaleidoscope JIT.
 //
 // Fallible setup is in Create(); the constructor cannot fail. Code is generated for the host
-// (JITTargetMachineBuilder::detectHost, with its CPU name and features) after the new pass
+// (JITTargetMachineBuilder::detectHost, with its CPU name and features, and STITCH_CPU_FEATURES'
+// changes to those features: cpuFeaturesFromEnv below) after the new pass
 // manager's O3 pipeline (or the level given), run in an IR transform layer with the host's
 // TargetMachine so the vectorizer knows the vector width, and SLEEF's vector functions known to
 // it (vector_math.h). Every module added gets a resource tracker of its own, so its code can be
@@ -29,6 +30,15 @@
 namespace stitch::rt::cpu {
 
 class ObjectCapture;
+
+// STITCH_CPU_FEATURES: LLVM target features turned on (+name) or off (-name) over the host's, for
+// every JIT made in the process: "-avx512f" makes code for an AVX2 host on an AVX-512 one (to
+// measure what such hosts run, or to share a disk cache with them: the features are part of
+// every host cache key, hostTargetOf). A comma list; each name must be a feature LLVM knows for
+// the host's target, else an InvalidArgument error naming it. Turning off a feature turns off
+// those that imply it (LLVM's rule); turning on one the host lacks makes code that may not run.
+inline constexpr const char* kCpuFeaturesEnv = "STITCH_CPU_FEATURES";
+std::vector<std::string> cpuFeaturesFromEnv();
 
 class OrcJit {
  public:

@@ -29,6 +29,7 @@
 #include "runtime/cache_secret.h"
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/openmp_team.h"
+#include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
@@ -63,6 +64,7 @@ constexpr Reader kReaders[] = {
     {"STITCH_SPIN_US", [] { (void)rt::cpu::spinFromEnv(); }},
     {"STITCH_CPU_OPENMP", [] { (void)rt::cpu::openMpFromEnv(); }},
     {"STITCH_CPU_STREAMING_STORES", [] { (void)rt::cpu::hostStreamingStoreBytes({}); }},
+    {"STITCH_CPU_FEATURES", [] { (void)rt::cpu::cpuFeaturesFromEnv(); }},
     {"STITCH_SHAPE_CLASSES", [] { (void)driver::shapeClassesEnabled(); }},
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},

@@ -32,6 +32,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_SPIN_US", "an integer from 0 to 100000 (microseconds)"},
     {"STITCH_CPU_OPENMP", "a boolean"},
     {"STITCH_CPU_STREAMING_STORES", "a boolean"},
+    {"STITCH_CPU_FEATURES", "a comma list of +FEATURE or -FEATURE (LLVM's names, e.g. -avx512f)"},
     {"STITCH_SHAPE_CLASSES", "a boolean"},
     {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},

@@ -15,6 +15,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1058,32 +1059,47 @@ TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
     }
 }
 
-// The inline f32 exp and erf (codegen/llvm/inline_math.h) at their edges: NaN, infinities,
-// signed zeros, the overflow threshold, subnormal results (rounded once), |x| past erf's
-// clamp. Against the function in double rounded to f32: equal where that is 0, +-1 or an
-// infinity, else within 2 ULP (exp; a subnormal's ULP is the smallest subnormal) or 7 (erf).
-TEST(CpuCodegen, InlineExpAndErfAtTheirEdges) {
-  ir::Graph g = parseOne("graph e(x: f32[64]) {\n y = exp(x)\n z = erf(x)\n return y, z\n}\n");
+// The inline f32 transcendentals (codegen/llvm/inline_math.h) at their edges: NaN, infinities,
+// signed zeros, the overflow threshold, subnormal inputs and results (rounded once), |x| past the
+// clamps of erf and tanh, log and log1p at 0, -1, below their domain and at the largest floats.
+// Against the function in double rounded to f32: equal where that is 0, +-1, an infinity or NaN,
+// else within the function's bound plus one ULP (a subnormal's ULP is the smallest subnormal).
+TEST(CpuCodegen, InlineTranscendentalsAtTheirEdges) {
+  ir::Graph g = parseOne(
+      "graph e(x: f32[96]) {\n a = exp(x)\n b = erf(x)\n c = tanh(x)\n d = log(x)\n"
+      " e = log1p(x)\n return a, b, c, d, e\n}\n");
+  struct Fn {
+    const char* name;
+    double (*ref)(double);
+    int ulps;
+  };
+  const Fn fns[] = {{"exp", [](double x) { return std::exp(x); }, 2},
+                    {"erf", [](double x) { return std::erf(x); }, 7},
+                    {"tanh", [](double x) { return std::tanh(x); }, 6},
+                    {"log", [](double x) { return std::log(x); }, 2},
+                    {"log1p", [](double x) { return std::log1p(x); }, 3}};
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> xs = {std::nan(""), inf,    -inf,    0.0,    -0.0,   88.72, 88.7228,
-                            88.73,        89.0,   100.0,   -87.3,  -87.34, -90.0, -95.5,
-                            -100.0,       -103.2, -103.97, -104.0, -110.0, 1e-30, -1e-30,
-                            1e-10,        3.83,   -3.83,   3.999,  4.0,    4.001, -4.5,
-                            1e-45,        0.5,    -0.5,    1.0,    -1.0,   2.0};
-  for (int i = 0; xs.size() < 64; ++i) xs.push_back(-104.0 + 193.0 * i / 29.0);
+  std::vector<double> xs = {
+      std::nan(""), inf,   -inf,       0.0,       -0.0,      88.72,      88.7228,   88.73,   89.0,
+      100.0,        -87.3, -87.34,     -90.0,     -95.5,     -100.0,     -103.2,    -103.97, -104.0,
+      -110.0,       1e-30, -1e-30,     1e-10,     3.83,      -3.83,      3.999,     4.0,     4.001,
+      -4.5,         1e-45, 0.5,        -0.5,      1.0,       -1.0,       2.0,       8.99,    9.0,
+      9.01,         -9.02, 20.0,       1e-38,     1.2e-38,   3.4e38,     -0.999999, -0.5,    1e-7,
+      -1e-7,        6e-8,  0.70710677, 1.4142135, 1.0000001, 0.99999994, -1.0000001};
+  for (int i = 0; xs.size() < 96; ++i) xs.push_back(-104.0 + 193.0 * i / 43.0);
   reference::HostTensor in;
   in.dtype = ir::DType::F32;
-  in.shape = {64};
+  in.shape = {96};
   for (double x : xs) in.floats.push_back(ir::roundToFloat(x, ir::DType::F32));
   Compiled c = compileGraph(g, {}, fusion::Mode::Stitch, 3);
   auto got = runCompiled(g, {}, c.build.plan, c.kernels, {in});
-  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got.size(), std::size(fns));
   for (size_t i = 0; i < xs.size(); ++i) {
     double x = in.floats[i];
-    for (int o = 0; o < 2; ++o) {
-      auto want = static_cast<float>(o == 0 ? std::exp(x) : std::erf(x));
-      auto v = static_cast<float>(got[static_cast<size_t>(o)].floats[i]);
-      std::string what = fmt::format("{} of {}: got {}, want {}", o ? "erf" : "exp", x, v, want);
+    for (size_t o = 0; o < std::size(fns); ++o) {
+      auto want = static_cast<float>(fns[o].ref(x));
+      auto v = static_cast<float>(got[o].floats[i]);
+      std::string what = fmt::format("{} of {}: got {}, want {}", fns[o].name, x, v, want);
       if (std::isnan(want)) {
         EXPECT_TRUE(std::isnan(v)) << what;
       } else if (want == 0 || std::isinf(want) || std::fabs(want) == 1) {
@@ -1092,7 +1108,7 @@ TEST(CpuCodegen, InlineExpAndErfAtTheirEdges) {
       } else {
         float ulp = std::max(std::nextafter(std::fabs(want), INFINITY) - std::fabs(want),
                              std::numeric_limits<float>::denorm_min());
-        EXPECT_LE(std::fabs(v - want), (o == 0 ? 2 : 7) * ulp) << what;
+        EXPECT_LE(std::fabs(v - want), fns[o].ulps * ulp) << what;
       }
     }
   }
@@ -1157,8 +1173,9 @@ std::set<std::string> calledSymbols(const std::vector<char>& bytes) {
 // (so the loop was vectorized around the call); at O1 (no loop vectorizer) only the scalar one.
 // Either way the results are within 3 ULP of the function computed in double (f32) or of libm
 // (f64): SLEEF's u10 bound is 1 ULP, glibc's known errors 1-2, sigmoid adds an add and a divide.
-// f32 exp, erf and sigmoid (through exp) are inline code (codegen/llvm/inline_math.h) and call
-// nothing: exp within 1 ULP of the exact value (2 of the rounded one), erf within 6 (7).
+// f32 exp, erf, tanh, log, log1p and sigmoid (through exp) are inline code
+// (codegen/llvm/inline_math.h) and call nothing: within their bound of the exact value plus one
+// (of the rounded one): exp 2, erf 7, tanh 6, log 2, log1p 3.
 TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
   struct Op {
     const char* ir;     // the op as the graph writes it (x the input)
@@ -1169,9 +1186,9 @@ TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
   };
   const Op ops[] = {
       {"exp(x)", "exp", -80, 80, [](double x) { return std::exp(x); }, 2},
-      {"log(x)", "log", 1e-30, 1e30, [](double x) { return std::log(x); }},
-      {"log1p(x)", "log1p", -0.999, 50, [](double x) { return std::log1p(x); }},
-      {"tanh(x)", "tanh", -12, 12, [](double x) { return std::tanh(x); }},
+      {"log(x)", "log", 1e-30, 1e30, [](double x) { return std::log(x); }, 2},
+      {"log1p(x)", "log1p", -0.999, 50, [](double x) { return std::log1p(x); }, 3},
+      {"tanh(x)", "tanh", -12, 12, [](double x) { return std::tanh(x); }, 6},
       {"erf(x)", "erf", -5, 5, [](double x) { return std::erf(x); }, 7},
       {"sin(x)", "sin", -100, 100, [](double x) { return std::sin(x); }},
       {"cos(x)", "cos", -100, 100, [](double x) { return std::cos(x); }},
@@ -1262,6 +1279,68 @@ TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
       }
     }
   }
+}
+
+// STITCH_CPU_FEATURES (runtime/cpu/orc_jit.h): on an AVX-512 host, -avx512f makes the code an
+// AVX2 host runs (SLEEF's 256-bit functions, not its 512-bit ones, for an f64 log), changes the
+// host's cache key, and still computes the same results; bad lists are errors naming the value.
+TEST(OrcJit, CpuFeaturesFromTheEnvironmentMakeCodeForAnotherHost) {
+  struct Unset {
+    ~Unset() { ::unsetenv(rt::cpu::kCpuFeaturesEnv); }
+  } unset;
+  for (const char* bad : {"avx512f", "-avx512f,", "-no-such-feature", "+"}) {
+    ::setenv(rt::cpu::kCpuFeaturesEnv, bad, 1);
+    try {
+      (void)rt::cpu::cpuFeaturesFromEnv();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(e.message().find(fmt::format("STITCH_CPU_FEATURES={} is not valid", bad)),
+                std::string::npos)
+          << e.message();
+    }
+  }
+  ::unsetenv(rt::cpu::kCpuFeaturesEnv);
+  if (!llvm::sys::getHostCPUFeatures().lookup("avx512f")) GTEST_SKIP() << "the host has no AVX-512";
+  const std::string hostFeatures = rt::cpu::hostTargetOf(jitAt(3)).features;
+  ::setenv(rt::cpu::kCpuFeaturesEnv, "-avx512f", 1);
+  auto made = rt::cpu::OrcJit::Create(3);
+  ASSERT_TRUE(static_cast<bool>(made)) << llvm::toString(made.takeError());
+  rt::cpu::OrcJit& jit = **made;
+  const std::string features = rt::cpu::hostTargetOf(jit).features;
+  EXPECT_NE(features.find("-avx512f"), std::string::npos) << features;
+  EXPECT_NE(hostFeatures.find("+avx512f"), std::string::npos) << hostFeatures;
+
+  const int n = 1003;
+  ir::Graph g =
+      parseOne(fmt::format("graph t(x: f64[{}]) {{\n y = log(x)\n return y\n}}\n", n).c_str());
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = std::make_unique<llvm::Module>("avx2_log", *ctx);
+  m->setDataLayout(jit.dataLayout());
+  m->setTargetTriple(jit.triple().str());
+  auto names = codegen::emitProgram(p, "avx2", *m);
+  auto bytes =
+      jit.compileToObject(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), names[0]);
+  ASSERT_TRUE(static_cast<bool>(bytes)) << llvm::toString(bytes.takeError());
+  std::set<std::string> called = calledSymbols(*bytes);
+  EXPECT_TRUE(called.count(rt::cpu::sleefVectorName("log", false, 4)))
+      << fmt::format("{}", fmt::join(called, ", "));
+  EXPECT_FALSE(called.count(rt::cpu::sleefVectorName("log", false, 8)))
+      << fmt::format("{}", fmt::join(called, ", "));
+  auto loaded = jit.loadObject(*bytes, "avx2_log.o");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  auto fn = jit.lookup(names[0]);
+  ASSERT_TRUE(static_cast<bool>(fn)) << llvm::toString(fn.takeError());
+  std::vector<double> x(n), y(n);
+  for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 1e-3 + 0.37 * i;
+  void* bufs[2] = {x.data(), y.data()};
+  reinterpret_cast<rt::cpu::KernelFn> (*fn)(bufs, 0, p.phases[0].units);
+  for (int i = 0; i < n; ++i)
+    EXPECT_NEAR(y[static_cast<size_t>(i)], std::log(x[static_cast<size_t>(i)]),
+                1e-14 * std::fabs(std::log(x[static_cast<size_t>(i)])) + 1e-300)
+        << x[static_cast<size_t>(i)];
 }
 
 TEST(OrcJit, ObjectBytesRoundTrip) {

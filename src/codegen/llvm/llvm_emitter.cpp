@@ -765,9 +765,9 @@ llvm::Value* PhaseEmitter::op(const Inst& in) {
       if (fl) return intrinsic(llvm::Intrinsic::maximum, {a, llvm::ConstantFP::get(ty, 0.0)});
       return intrinsic(llvm::Intrinsic::smax, {a, llvm::ConstantInt::get(ty, 0)});
     case OpCode::Exp: return r(exp(a));
-    case OpCode::Log: return r(math("log", {a}));
-    case OpCode::Log1p: return r(math("log1p", {a}));
-    case OpCode::Tanh: return r(math("tanh", {a}));
+    case OpCode::Log: return r(ty->isFloatTy() ? emitLogF32(B_, a) : math("log", {a}));
+    case OpCode::Log1p: return r(ty->isFloatTy() ? emitLog1pF32(B_, a) : math("log1p", {a}));
+    case OpCode::Tanh: return r(ty->isFloatTy() ? emitTanhF32(B_, a) : math("tanh", {a}));
     case OpCode::Erf: return r(ty->isFloatTy() ? emitErfF32(B_, a) : math("erf", {a}));
     case OpCode::Sin: return r(math("sin", {a}));
     case OpCode::Cos: return r(math("cos", {a}));
