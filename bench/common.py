@@ -65,9 +65,17 @@ def caller_path(p: Path | None) -> Path | None:
 
 
 def machine_info() -> dict:
-    """The host: CPU model, logical CPUs, memory, load average (other work skews every column)."""
+    """The host: CPU model, logical CPUs, memory, load average (other work skews every column),
+    and the vector extensions that decide which kernels a compiler emits (isa: those of avx2,
+    avx512f, avx512_bf16, amx_bf16 that /proc/cpuinfo lists)."""
     info = {"model": platform.processor() or "?", "cores": os.cpu_count(), "mem_gib": None,
-            "load": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
+            "load": ", ".join(f"{x:.1f}" for x in os.getloadavg()), "isa": []}
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in
+                      Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), [])
+        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    except OSError:
+        pass
     try:
         out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
         kv = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
@@ -370,13 +378,14 @@ def stitch_version(stitch: str) -> str:
 
 
 def run_peer(driver: Path, name: str, python: str, job: dict, tmp: Path, notes: list[str],
-             timeout_s: float | None = None) -> dict | None:
+             timeout_s: float | None = None, env: dict[str, str] | None = None) -> dict | None:
     """Runs peer `name` of `driver` under `python`; its result, or None (with a note) on failure.
 
     A subprocess per peer: another interpreter can run it, and one peer's allocator, thread
     pools or CUDA context never disturb another's measurements. A peer may save what it has so
     far with save_partial(); when it then fails or runs past timeout_s, that part is returned
-    (with a note), so one slow or broken case does not lose the others."""
+    (with a note), so one slow or broken case does not lose the others. env: variables set for
+    the peer on top of this process's (its thread count, its compiler caches)."""
     jf, rf = tmp / f"{name}.job.json", tmp / f"{name}.result.json"
     rf.unlink(missing_ok=True)
     jf.write_text(json.dumps(dict(job, _result=str(rf))))
@@ -384,7 +393,7 @@ def run_peer(driver: Path, name: str, python: str, job: dict, tmp: Path, notes: 
     log(f"peer {name}: {python}")
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout_s)
+                           timeout=timeout_s, env=dict(os.environ, **env) if env else None)
         rc, out = p.returncode, p.stdout
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")

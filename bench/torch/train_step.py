@@ -38,20 +38,8 @@ sys.path.insert(0, str(REPO / "python"))
 
 import stitch.torch as st  # noqa: E402
 
-
-def build(name: str, layers: int, hidden: int, vocab: int, seq: int) -> torch.nn.Module:
-    import transformers as tf
-    heads = max(hidden // 64, 1)
-    if name == "gpt2":
-        cfg = tf.GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab,
-                            n_positions=max(seq, 64), resid_pdrop=0.0, embd_pdrop=0.0,
-                            attn_pdrop=0.0)
-        return tf.GPT2LMHeadModel(cfg)
-    cfg = tf.LlamaConfig(num_hidden_layers=layers, hidden_size=hidden,
-                         intermediate_size=hidden * 8 // 3 // 64 * 64 or 64,
-                         num_attention_heads=heads, num_key_value_heads=heads,
-                         vocab_size=vocab, max_position_embeddings=max(seq, 64))
-    return tf.LlamaForCausalLM(cfg)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_models import Sizes, build, piece_times  # noqa: E402
 
 
 def step_fn(model, opt):
@@ -84,39 +72,6 @@ def measure(step, batches, iters: int, warmup: int, cuda: bool):
         times.append((time.perf_counter() - t0) * 1e3)
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     return statistics.median(times), min(times), first, float(first_loss), peak
-
-
-def piece_times(step, batch, cuda: bool, top: int, reps: int = 20):
-    """(piece name, Stitch ms, eager ms, ops) for the `top` pieces with the largest difference,
-    on the arguments each piece got in one step."""
-    from stitch.torch._piece import Piece
-    seen = {}
-    call = Piece.__call__
-
-    def grab(self, *args):
-        seen.setdefault(self.__name__, (self, args))
-        return call(self, *args)
-    Piece.__call__ = grab
-    try:
-        step(batch)
-    finally:
-        Piece.__call__ = call
-
-    def ms(fn, args):
-        for _ in range(3):
-            fn(*args)
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn(*args)
-        if cuda:
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / reps * 1e3
-    ops = {p["name"]: p["ops"] for r in st.all_reports() for g in r.graphs for p in g.pieces}
-    rows = [(name, ms(lambda *a: call(piece, *a), args), ms(piece.eager, args), ops.get(name, []))
-            for name, (piece, args) in seen.items()]
-    return sorted(rows, key=lambda r: r[2] - r[1])[:top]
 
 
 def main() -> int:
@@ -163,7 +118,7 @@ def main() -> int:
     pieces = []
     for name in models:
         torch.manual_seed(0)
-        base = build(name, layers, hidden, a.vocab, seq).to(a.device)
+        base = build(name, Sizes(batch, seq, layers, hidden, a.vocab)).to(a.device)
         eager_ms = eager_loss = None
         for c in contenders:
             model = copy.deepcopy(base)
