@@ -159,7 +159,8 @@ def log1p32(x, q):
     """For x > -1 finite, as the emitter computes it."""
     u = (f32(1) + x).astype(np.float32)
     lost = (x - (u - f32(1)).astype(np.float32)).astype(np.float32)
-    y = (log32(u, q) + (lost / u).astype(np.float32)).astype(np.float32)
+    inverse = np.where(u < f32(2), (f32(2) - u).astype(np.float32), f32(0)).astype(np.float32)
+    y = fma(lost, inverse, log32(u, q))
     return np.where(u == f32(1), x, y)
 
 
