@@ -25,7 +25,8 @@ OMP_NUM_THREADS=T in the environment: Stitch sizes its pool once per process (RE
 "Environment variables"), so every row runs in a process of its own.
 
 Per row, in one fresh process (cold compiler caches: TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR
-and STITCH_CACHE_DIR in a new temporary directory; STITCH_CACHE_KEY fixed, so entries verify in
+and STITCH_CACHE_DIR in a new temporary directory, STITCH_CACHE=1 and STITCH_REMOTE_CACHE=off
+whatever the caller set; STITCH_CACHE_KEY fixed, so entries verify in
 the second process): Dynamo and AOTAutograd are imported and exercised on a tiny function first
 (their one-time start-up belongs to no contender); then each contender gets a deep copy of the
 same weights, its first step on the first batch is timed (the cold first step: tracing and
@@ -598,7 +599,10 @@ def main() -> int:
                     log("row " + _label(row))
                     cache = tmp / "cache"
                     shutil.rmtree(cache, ignore_errors=True)
+                    # The disk cache on (a caller's STITCH_CACHE=0 would make every first step
+                    # cold) and no remote layer (it would make the cold one warm).
                     env = {"STITCH_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
+                           "STITCH_CACHE": "1", "STITCH_REMOTE_CACHE": "off",
                            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                            "TRITON_CACHE_DIR": str(cache / "triton"),
                            "STITCH_CACHE_DIR": str(cache / "stitch"), "STITCH_CACHE_KEY": CACHE_KEY,
