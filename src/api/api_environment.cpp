@@ -29,7 +29,9 @@
 #include "runtime/cache_secret.h"
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/openmp_team.h"
+#if defined(STITCH_HAVE_LLVM)
 #include "runtime/cpu/orc_jit.h"
+#endif
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
@@ -64,7 +66,11 @@ constexpr Reader kReaders[] = {
     {"STITCH_SPIN_US", [] { (void)rt::cpu::spinFromEnv(); }},
     {"STITCH_CPU_OPENMP", [] { (void)rt::cpu::openMpFromEnv(); }},
     {"STITCH_CPU_STREAMING_STORES", [] { (void)rt::cpu::hostStreamingStoreBytes({}); }},
+#if defined(STITCH_HAVE_LLVM)
     {"STITCH_CPU_FEATURES", [] { (void)rt::cpu::cpuFeaturesFromEnv(); }},
+#else
+    {"STITCH_CPU_FEATURES", nullptr},  // no host backend in this build: nothing reads it
+#endif
     {"STITCH_SHAPE_CLASSES", [] { (void)driver::shapeClassesEnabled(); }},
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},
