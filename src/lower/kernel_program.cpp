@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -122,6 +123,9 @@ class PhaseBuilder {
     workers_ = workers;
     workerBlocks_ = blocks;
   }
+  // A loop phase walks only the box of its domain whose coordinate along `axis` lies in
+  // [begin, end) (a part of a concat, see ConcatSplit). Before build.
+  void walkBox(size_t axis, int64_t begin, int64_t end) { box_ = Box{axis, begin, end}; }
 
   std::vector<int> inputParams;   // program params read, by position
   std::vector<int> outputParams;  // program params written, by position
@@ -206,6 +210,14 @@ class PhaseBuilder {
   int64_t workers_ = 0;
   bool workerBlocks_ = false;
   std::vector<int>& checks_;
+  struct Box {
+    size_t axis;
+    int64_t begin, end;
+  };
+  std::optional<Box> box_;
+  // The domain coordinate along the box's axis (an instruction whose value lies in
+  // [begin, end)): a concat read at exactly this coordinate reads one part, no select.
+  int boxCoord_ = -1;
 };
 
 int PhaseBuilder::add(Inst in) {
@@ -484,6 +496,19 @@ int PhaseBuilder::valueUncached(int node, Index& idx) {
     case OpCode::Concat: {
       std::vector<int> c = coordsOf(idx, shape);
       auto axis = static_cast<size_t>(n.attrs.getInt("axis"));
+      if (box_ && c[axis] == boxCoord_) {
+        // Read at the walked box's coordinate: the part holding the whole box, at its own index.
+        int64_t offset = 0;
+        for (int o : n.operands) {
+          int64_t len = shapes_[o][axis];
+          if (offset <= box_->begin && box_->end <= offset + len) {
+            std::vector<int> in = c;
+            in[axis] = iadd(c[axis], constI(-offset));
+            return value(o, makeIndex(std::move(in), shapes_[o]));
+          }
+          offset += len;
+        }
+      }
       int result = -1;
       int64_t offset = 0;
       std::vector<std::pair<int64_t, int>> parts;  // (end along axis, value)
@@ -575,12 +600,21 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
   const Dims& d = ph_.domain;
   Dims st = stridesOf(d);
   if (!ph_.reduce) {
-    ph_.total = product(d);
+    Dims walk = d;
+    if (box_) walk[box_->axis] = box_->end - box_->begin;
+    ph_.total = product(walk);
     ph_.chunk = 1024;
     ph_.units = (ph_.total + ph_.chunk - 1) / ph_.chunk;
     ph_.grain = 16;
     push(&ph_.elems);
     Index pos{kindOnly(InstKind::LoopIndex), {}, false};
+    if (box_) {
+      // The loop index walks the box; values are read at the domain position it stands for.
+      std::vector<int> c = coordsOf(pos, walk);
+      c[box_->axis] = iadd(c[box_->axis], constI(box_->begin));
+      boxCoord_ = c[box_->axis];
+      pos = makeIndex(std::move(c), d);
+    }
     for (auto [node, param] : stores) {
       bool perElem;
       Index idx = fromDomain(node, pos, &perElem);
@@ -840,6 +874,41 @@ std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& 
   return out;
 }
 
+// Concats on the host. A concat read at an arbitrary index is a select over its parts, each
+// read at a clamped index: every part loaded for every element, a division and a remainder to
+// find the coordinate, and index math the host emitter's tile proof cannot follow (the clamps),
+// so the loop stays scalar: torch.cat of three [8, 128, 256] took 20x eager's time. A loop
+// phase whose domain is a concat's shape is therefore walked as one box per part instead
+// (PhaseBuilder::walkBox): in box j the concat's coordinate along its axis is known to lie in
+// part j, so the concat is that part at a shifted index (a contiguous walk when the part is an
+// input), and every other value of the phase is computed at the same domain positions as
+// before. Phases run one after the other on the host at the cost of a dispatch; a GPU would pay
+// a launch or a grid barrier for each, unmeasured so far, so GPU programs keep the select.
+struct ConcatPart {
+  size_t axis = 0;
+  int64_t begin = 0, end = 0;
+};
+constexpr size_t kMaxConcatBoxes = 32;  // beyond: one phase (each box is a compiled function)
+
+std::vector<ConcatPart> concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
+                                    const std::vector<int>& nodes,
+                                    const std::map<int, int>& materialized, const Dims& domain) {
+  for (int n : nodes) {
+    const ir::Node& node = g.node(n);
+    if (node.op != OpCode::Concat || materialized.count(n) || shapes[n] != domain) continue;
+    std::vector<ConcatPart> boxes;
+    const auto axis = static_cast<size_t>(node.attrs.getInt("axis"));
+    int64_t offset = 0;
+    for (int o : node.operands) {
+      const int64_t len = shapes[o][axis];
+      if (len > 0) boxes.push_back(ConcatPart{axis, offset, offset + len});
+      offset += len;
+    }
+    if (boxes.size() >= 2 && boxes.size() <= kMaxConcatBoxes) return boxes;
+  }
+  return {};
+}
+
 }  // namespace
 
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b) {
@@ -995,7 +1064,8 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     bool reduce = std::find(reduced.begin(), reduced.end(), true) != reduced.end();
     auto newPhase = [&](const std::string& what, const Dims& dom, std::vector<bool> red,
                         const std::vector<std::pair<int, int>>& stores,
-                        std::vector<std::pair<int, int>> columns = {}, int64_t workers = 0) {
+                        std::vector<std::pair<int, int>> columns = {}, int64_t workers = 0,
+                        const ConcatPart* box = nullptr) {
       Phase ph;
       ph.name = fmt::format("p{}_{}", partNo, what);
       ph.domain = dom;
@@ -1003,6 +1073,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       ph.reduce = std::find(ph.reduced.begin(), ph.reduced.end(), true) != ph.reduced.end();
       PhaseBuilder pb(g, shapes, ph, materialized, inKernel, checkNodes);
       pb.carryColumns(std::move(columns), workers, /*blocks=*/launch == nullptr);
+      if (box) pb.walkBox(box->axis, box->begin, box->end);
       pb.build(stores);
       if (ph.reduce) {
         ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
@@ -1109,7 +1180,13 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       stores = std::move(rest);
     }
     if (columns.empty()) {
-      if (!stores.empty()) newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
+      std::vector<ConcatPart> boxes;
+      if (!stores.empty() && !reduce && launch == nullptr)
+        boxes = concatBoxes(g, shapes, part, materialized, domain);
+      if (!stores.empty() && boxes.empty())
+        newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
+      for (size_t j = 0; j < boxes.size(); ++j)
+        newPhase(fmt::format("loop{}", j), domain, reduced, stores, {}, 0, &boxes[j]);
     } else {
       int64_t units = 1, rowLength = 1;
       for (size_t a = 0; a < domain.size(); ++a) (reduced[a] ? rowLength : units) *= domain[a];

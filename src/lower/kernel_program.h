@@ -7,9 +7,10 @@
 // - Every value is "evaluated at an index of its own output shape". An elementwise op at flat
 //   index i reads its operands at the NumPy-broadcast index; reshape keeps the flat index;
 //   transpose, slice, concat and broadcast_to are index arithmetic (concat: a select over the
-//   parts, each read at a clamped, always in-bounds index). So loads and stores carry explicit
-//   flat-index expressions built from the unit index and the inner loop index, and no layout op
-//   ever moves data.
+//   parts, each read at a clamped, always in-bounds index; on the host a loop over a concat's
+//   shape walks one box of it per part instead, one phase each, where the concat is its part).
+//   So loads and stores carry explicit flat-index expressions built from the unit index and the
+//   inner loop index, and no layout op ever moves data.
 // - A kernel runs as one or more phases. A phase is one grid: `units` independent parallel units
 //   (a GPU block, a host task's share), each running the same body. Loop phases: a unit is a
 //   chunk of `chunk` consecutive elements of the domain. Reduce phases: a unit is one row of the

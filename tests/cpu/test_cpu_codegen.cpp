@@ -45,6 +45,7 @@
 #include "ir/printer.h"
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
+#include "lower/launch.h"
 #include "lower/row_cache.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu/cached_compiler.h"
@@ -317,13 +318,30 @@ TEST(CpuLowering, BroadcastIndexMath) {
   EXPECT_EQ(idx, (std::vector<int64_t>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
 }
 
-TEST(CpuLowering, ConcatClampsEachPartAndSelects) {
+// The instruction ids of the loads of `node` in block b of phase ph of program p.
+std::vector<int> loadsOf(const lower::KernelProgram& p, const lower::Phase& ph,
+                         const lower::Block& b, int node) {
+  std::vector<int> out;
+  for (int id : b.insts) {
+    const lower::Inst& in = ph.insts[static_cast<size_t>(id)];
+    if (in.kind == lower::InstKind::Load &&
+        p.params[static_cast<size_t>(ph.buffers[static_cast<size_t>(in.buffer)])].value == node)
+      out.push_back(id);
+  }
+  return out;
+}
+
+// On a GPU (one grid for the whole loop) a concat is a select over its parts, each read at a
+// clamped, always in-bounds index.
+TEST(CpuLowering, ConcatOnAGpuClampsEachPartAndSelects) {
   ir::Graph g =
       parseOne("graph c(a: f32[2, 1], b: f32[2, 2]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  const fusion::HardwareProfile& hw = *fusion::findProfile("sm_90");
+  fusion::Plan plan = fusion::planGraph(g, {}, hw, opts);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {}, lower::launchTarget(hw));
+  ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
   const lower::Phase& ph = p.phases.at(0);
   std::vector<int> loads;
   for (int id : ph.elems.insts)
@@ -339,17 +357,46 @@ TEST(CpuLowering, ConcatClampsEachPartAndSelects) {
   EXPECT_EQ(b, (std::vector<int64_t>{0, 0, 1, 2, 2, 3}));
 }
 
-// The instruction ids of the loads of `node` in block b of phase ph of program p.
-std::vector<int> loadsOf(const lower::KernelProgram& p, const lower::Phase& ph,
-                         const lower::Block& b, int node) {
-  std::vector<int> out;
-  for (int id : b.insts) {
-    const lower::Inst& in = ph.insts[static_cast<size_t>(id)];
-    if (in.kind == lower::InstKind::Load &&
-        p.params[static_cast<size_t>(ph.buffers[static_cast<size_t>(in.buffer)])].value == node)
-      out.push_back(id);
+// Whether phase ph computes a select (a concat's choice between its parts).
+bool selects(const lower::Phase& ph) {
+  return std::any_of(ph.insts.begin(), ph.insts.end(), [](const lower::Inst& in) {
+    return in.kind == lower::InstKind::Op && in.op == ir::OpCode::Select;
+  });
+}
+
+// On the host a concat is walked part by part (one phase per part, a box of the domain): each
+// phase reads one part contiguously and stores it where the part lies in the result; no clamp,
+// no select. (A select over clamped reads of every part took 20x eager's time for torch.cat.)
+TEST(CpuLowering, ConcatOnTheHostWalksEachPartInItsOwnPhase) {
+  ir::Graph g = parseOne(
+      "graph c(a: f32[2, 1, 3], b: f32[2, 2, 3]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
+  fusion::PlannerOptions opts;
+  opts.mode = fusion::Mode::Off;
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
+  const int parts[2] = {*g.find("a"), *g.find("b")};
+  const int64_t lens[2] = {1, 2}, offsets[2] = {0, 1};
+  for (size_t j = 0; j < 2; ++j) {
+    const lower::Phase& ph = p.phases[j];
+    EXPECT_FALSE(selects(ph)) << lower::printProgram(p);
+    EXPECT_EQ(ph.total, 2 * lens[j] * 3);
+    std::vector<int> loads = loadsOf(p, ph, ph.elems, parts[j]);
+    ASSERT_EQ(loads.size(), 1u) << lower::printProgram(p);
+    int store = -1;
+    for (int id : ph.elems.insts)
+      if (ph.insts[static_cast<size_t>(id)].kind == lower::InstKind::Store) store = id;
+    ASSERT_GE(store, 0);
+    for (int64_t i = 0; i < ph.total; ++i) {
+      EXPECT_EQ(lower::evalIndex(ph, ph.insts[static_cast<size_t>(loads[0])].args[0], 0, i), i);
+      const int64_t row = i / (lens[j] * 3), rest = i % (lens[j] * 3);
+      EXPECT_EQ(lower::evalIndex(ph, ph.insts[static_cast<size_t>(store)].args[0], 0, i),
+                row * 9 + offsets[j] * 3 + rest);
+    }
   }
-  return out;
+  Totals t;
+  std::string f = checkGraph(g, {}, 5, fusion::Mode::Off, 1, t);
+  EXPECT_TRUE(f.empty()) << f;
 }
 
 // GroupNorm's layout boundary (issue 15): statistics over groups of a [N, 2, 8] view, the
@@ -397,9 +444,9 @@ TEST(CpuLowering, ReshapedViewsKeepTheFlatIndexAcrossARowReduction) {
   EXPECT_EQ(t.plannerFailures, 0);
 }
 
-// Rotary embeddings' concat of two halves computed in the kernel (issue 15): one loop kernel;
-// every output element reads x at its own position within a half in both halves (the rotation
-// pairs element j with j + 2), and the result matches the reference.
+// Rotary embeddings' concat of two halves computed in the kernel (issue 15): one loop kernel,
+// walked half by half; every output element reads x at its own position within a half in both
+// halves (the rotation pairs element j with j + 2), and the result matches the reference.
 TEST(CpuLowering, ConcatOfHalvesComputedInTheKernel) {
   ir::Graph g = parseOne(
       "graph r(x: f32[3, 4], c: f32[2]) {\n x1 = slice(x, starts=[0, 0], ends=[3, 2])\n"
@@ -408,19 +455,22 @@ TEST(CpuLowering, ConcatOfHalvesComputedInTheKernel) {
   fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
-  ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
-  const lower::Phase& ph = p.phases[0];
-  ASSERT_FALSE(ph.reduce);
-  std::vector<int> x = loadsOf(p, ph, ph.elems, *g.find("x"));
-  for (int64_t i = 0; i < 12; ++i) {
-    std::set<int64_t> read;
-    for (int id : x)
-      read.insert(lower::evalIndex(ph, ph.insts[static_cast<size_t>(id)].args[0], 0, i));
-    int64_t row = i / 4, j = i % 4;
-    EXPECT_TRUE(read.count(row * 4 + j % 2) && read.count(row * 4 + 2 + j % 2))
-        << "element " << i << "\n"
-        << lower::printProgram(p);
-    for (int64_t r : read) EXPECT_EQ(r / 4, row) << "element " << i << " reads another row";
+  // One phase per half (each a [3, 2] box of the [3, 4] domain).
+  ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
+  for (size_t half = 0; half < 2; ++half) {
+    const lower::Phase& ph = p.phases[half];
+    ASSERT_FALSE(ph.reduce);
+    EXPECT_FALSE(selects(ph)) << lower::printProgram(p);
+    std::vector<int> x = loadsOf(p, ph, ph.elems, *g.find("x"));
+    for (int64_t i = 0; i < ph.total; ++i) {
+      std::set<int64_t> read;
+      for (int id : x)
+        read.insert(lower::evalIndex(ph, ph.insts[static_cast<size_t>(id)].args[0], 0, i));
+      int64_t row = i / 2, j = i % 2;
+      EXPECT_EQ(read, (std::set<int64_t>{row * 4 + j, row * 4 + 2 + j}))
+          << "half " << half << ", element " << i << "\n"
+          << lower::printProgram(p);
+    }
   }
   Totals t;
   std::string f = checkGraph(g, {}, 5, fusion::Mode::Stitch, 1, t);
