@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -50,15 +51,22 @@ bool enabled() {
 
 bool openMpFromEnv() { return env::getBool(kOpenMpEnv, true); }
 
-GompParallelFn loadedOpenMp() {
-  static std::atomic<GompParallelFn> found{nullptr};
+unsigned openMpTeam(const OpenMpRuntime& omp, int64_t poolThreads, int64_t chunks) {
+  int64_t team = std::min(poolThreads, chunks);
+  if (omp.maxThreads != nullptr) team = std::min<int64_t>(team, omp.maxThreads());
+  return static_cast<unsigned>(std::max<int64_t>(team, 1));
+}
+
+const OpenMpRuntime* loadedOpenMp() {
+  static OpenMpRuntime runtime;
+  static std::atomic<const OpenMpRuntime*> found{nullptr};
   // When the last search ran (steady clock ticks): searches are at least kSearchGap apart, so a
   // process without OpenMP pays a clock read per parallel loop, not a walk of its objects.
   static std::atomic<int64_t> lastSearch{0};
   static std::mutex mu;
   static unsigned long long searchedAt = ~0ULL;
   constexpr auto kSearchGap = std::chrono::milliseconds(50);
-  if (GompParallelFn f = found.load(std::memory_order_acquire)) return f;
+  if (const OpenMpRuntime* f = found.load(std::memory_order_acquire)) return f;
   if (!enabled()) return nullptr;
   const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   const int64_t gap =
@@ -77,9 +85,13 @@ GompParallelFn loadedOpenMp() {
   void* h = ::dlopen(s.path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
   if (h == nullptr) return nullptr;
   auto f = reinterpret_cast<GompParallelFn>(::dlsym(h, "GOMP_parallel"));
-  // The handle stays open: the runtime is in use for the life of the process.
-  if (f != nullptr) found.store(f, std::memory_order_release);
-  return f;
+  if (f == nullptr) return nullptr;
+  // The handle stays open: the runtime is in use for the life of the process. `runtime` is
+  // written once, under the lock, before it is published.
+  runtime.parallel = f;
+  runtime.maxThreads = reinterpret_cast<int (*)()>(::dlsym(h, "omp_get_max_threads"));
+  found.store(&runtime, std::memory_order_release);
+  return &runtime;
 }
 
 }  // namespace stitch::rt::cpu

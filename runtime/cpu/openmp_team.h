@@ -19,6 +19,8 @@
 // torch after its first Stitch run). STITCH_CPU_OPENMP=0 turns the OpenMP path off.
 #pragma once
 
+#include <cstdint>
+
 namespace stitch::rt::cpu {
 
 // STITCH_CPU_OPENMP: "0" keeps the pool's own threads even when OpenMP is loaded; "1" or unset:
@@ -31,8 +33,25 @@ bool openMpFromEnv();
 // (the caller among them) and returns when all are done.
 using GompParallelFn = void (*)(void (*fn)(void*), void* data, unsigned numThreads, unsigned flags);
 
-// The loaded runtime's GOMP_parallel, or null when none is loaded (or STITCH_CPU_OPENMP=0).
-// Thread-safe and cheap once found; while none is found, one dl_iterate_phdr call per call.
-GompParallelFn loadedOpenMp();
+// The loaded runtime's entry points.
+//
+// A region's team is at most `maxThreads()` (omp_get_max_threads: the calling thread's
+// nthreads-var, which torch.set_num_threads(n) sets with omp_set_num_threads) as well as the
+// pool's size. The process asked OpenMP for that many threads; a larger team makes libgomp start
+// or wake threads beyond the ones ATen spins on, and the region's closing barrier then waits for
+// a thread the OS may have descheduled: after torch.set_num_threads(1) on the 2-core dev VM, with
+// another process busy, a 0.06 ms concat took 3-19 ms through a team of 2, 0.1 ms alone.
+struct OpenMpRuntime {
+  GompParallelFn parallel = nullptr;
+  int (*maxThreads)() = nullptr;  // omp_get_max_threads; null if the runtime lacks it
+};
+
+// The loaded runtime, or null when none is loaded (or STITCH_CPU_OPENMP=0). Thread-safe and
+// cheap once found; while none is found, one dl_iterate_phdr call per call.
+const OpenMpRuntime* loadedOpenMp();
+
+// The team for a loop of `chunks` chunks on a pool of `poolThreads`: at most each of the three
+// (maxThreads() where the runtime has it), at least 1.
+unsigned openMpTeam(const OpenMpRuntime& omp, int64_t poolThreads, int64_t chunks);
 
 }  // namespace stitch::rt::cpu

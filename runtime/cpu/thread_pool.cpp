@@ -128,11 +128,11 @@ void ThreadPool::run(int64_t units, int64_t grain, void* ctx, ChunkFn call) {
   job.ctx = ctx;
   job.units = units;
   job.chunks = chunkCount(units, grain);
-  if (GompParallelFn omp = openMp_ ? loadedOpenMp() : nullptr) {
+  if (const OpenMpRuntime* omp = openMp_ ? loadedOpenMp() : nullptr) {
     // A parallel region of the process's OpenMP runtime (openmp_team.h): its team claims the
     // chunks as the pool's workers would, the caller among them; it returns when all are done.
-    omp([](void* j) { runChunks(*static_cast<Job*>(j)); }, &job,
-        static_cast<unsigned>(std::min<int64_t>(threads(), job.chunks)), 0);
+    omp->parallel([](void* j) { runChunks(*static_cast<Job*>(j)); }, &job,
+                  openMpTeam(*omp, threads(), job.chunks), 0);
     if (job.error) std::rethrow_exception(job.error);
     return;
   }

@@ -196,6 +196,36 @@ TEST(ThreadPool, RunsOnALoadedOpenMpRuntime) {
     });
     EXPECT_EQ(total.load(), 800) << openMp;
   }
+  // The process asked OpenMP for one thread (torch.set_num_threads(1) does this): the loop runs
+  // on the caller alone, not on a team of the pool's size.
+  auto setThreads = reinterpret_cast<void (*)(int)>(::dlsym(gomp, "omp_set_num_threads"));
+  auto maxThreads = reinterpret_cast<int (*)()>(::dlsym(gomp, "omp_get_max_threads"));
+  ASSERT_NE(setThreads, nullptr);
+  ASSERT_NE(maxThreads, nullptr);
+  const int before = maxThreads();
+  setThreads(1);
+  ThreadPool pool(4);
+  std::set<std::thread::id> ids;
+  std::mutex mu;
+  pool.parallelFor(16, 1, [&](int64_t, int64_t) {
+    std::lock_guard lk(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  setThreads(before);
+  EXPECT_EQ(ids, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+// An OpenMP team is at most the pool, the chunks and what the process asked OpenMP for.
+TEST(ThreadPool, AnOpenMpTeamIsNoLargerThanOpenMpWasAskedFor) {
+  OpenMpRuntime omp;
+  EXPECT_EQ(openMpTeam(omp, 4, 16), 4u);  // a runtime without omp_get_max_threads
+  EXPECT_EQ(openMpTeam(omp, 4, 2), 2u);
+  EXPECT_EQ(openMpTeam(omp, 4, 0), 1u);
+  omp.maxThreads = [] { return 1; };
+  EXPECT_EQ(openMpTeam(omp, 4, 16), 1u);
+  omp.maxThreads = [] { return 3; };
+  EXPECT_EQ(openMpTeam(omp, 4, 16), 3u);
+  EXPECT_EQ(openMpTeam(omp, 2, 16), 2u);
 }
 
 TEST(ThreadPool, ExceptionsReachTheCaller) {
