@@ -72,7 +72,39 @@ struct Index {
   int flat = -1;
   std::vector<int> coords;
   bool known = false;
+  // A view's index (a reshape's operand, a value of the domain's size in another shape): the
+  // coordinates of the same flat index in the shape it was viewed from, when they were known.
+  // coordsOf takes the trailing axes the two shapes share from them ([B, T, C] and [B * T, C]
+  // share C): the same instructions, not a remainder of the flat index, which the host
+  // emitter's tile proofs follow and which a box's known coordinate survives (walkBox). Host
+  // programs only (PhaseBuilder::keepViews): the GPU emitter's register use was tuned on the
+  // remainders (a random graph's kernel spilled 8 bytes on sm_80 with the shared coordinates),
+  // and no device has measured the difference yet.
+  std::vector<int> viaCoords;
+  std::vector<int64_t> viaShape;
 };
+
+// The index at flat position `flat`, its coordinates not yet known.
+Index flatIndex(int flat) {
+  Index r;
+  r.flat = flat;
+  return r;
+}
+
+// Index `idx` of a value of shape `shape`, as the index of a view of it in another shape (the
+// same flat index, the coordinates kept for coordsOf when `keep`).
+Index viewIndex(const Index& idx, const std::vector<int64_t>& shape, bool keep) {
+  Index r = flatIndex(idx.flat);
+  if (!keep) return r;
+  if (idx.known) {
+    r.viaCoords = idx.coords;
+    r.viaShape = shape;
+  } else {
+    r.viaCoords = idx.viaCoords;
+    r.viaShape = idx.viaShape;
+  }
+  return r;
+}
 
 using CseKey = std::tuple<int, int, int, int, int, int, int, int, int, int64_t, uint64_t>;
 
@@ -123,8 +155,11 @@ class PhaseBuilder {
     workers_ = workers;
     workerBlocks_ = blocks;
   }
-  // A loop phase walks only the box of its domain whose coordinate along `axis` lies in
-  // [begin, end) (a part of a concat, see ConcatSplit). Before build.
+  // Views keep their coordinates (Index::viaCoords). Before build.
+  void keepViews() { views_ = true; }
+  // The phase walks only the box of its domain whose coordinate along `axis` lies in
+  // [begin, end) (a part of a concat, see concatBoxes); in a reduce phase `axis` is a kept one.
+  // Before build.
   void walkBox(size_t axis, int64_t begin, int64_t end) { box_ = Box{axis, begin, end}; }
 
   std::vector<int> inputParams;   // program params read, by position
@@ -206,6 +241,8 @@ class PhaseBuilder {
   std::vector<Scope> scopes_;
   std::map<int, int> accOf_;  // row reduction node -> accumulator
   int unit_ = -1;
+  bool views_ = false;
+  int row_ = -1;  // reduce phases: the domain row the unit stands for (unit_ but in a box)
   std::vector<std::pair<int, int>> columns_;
   int64_t workers_ = 0;
   bool workerBlocks_ = false;
@@ -296,6 +333,37 @@ int PhaseBuilder::iremc(int a, int64_t c) {
 
 std::vector<int> PhaseBuilder::coordsOf(Index& idx, const Dims& shape) {
   if (idx.known) return idx.coords;
+  if (!idx.viaShape.empty()) {
+    // Trailing axes of equal size have equal coordinates (both shapes hold the same number of
+    // elements, row-major); size-1 axes have coordinate 0. The leading rest is split from its
+    // own flat index.
+    const Dims& vs = idx.viaShape;
+    std::vector<int> c(shape.size());
+    size_t i = shape.size(), j = vs.size();
+    while (i > 0 && j > 0) {
+      if (shape[i - 1] == 1) {
+        c[--i] = constI(0);
+      } else if (vs[j - 1] == 1) {
+        --j;
+      } else if (shape[i - 1] == vs[j - 1]) {
+        c[i - 1] = idx.viaCoords[j - 1];
+        --i, --j;
+      } else {
+        break;
+      }
+    }
+    if (i > 0) {
+      Index rest =
+          flatIndex(flatOf(std::vector<int>(idx.viaCoords.begin(), idx.viaCoords.begin() + j),
+                           Dims(vs.begin(), vs.begin() + static_cast<long>(j))));
+      std::vector<int> lead =
+          coordsOf(rest, Dims(shape.begin(), shape.begin() + static_cast<long>(i)));
+      std::copy(lead.begin(), lead.end(), c.begin());
+    }
+    idx.coords = c;
+    idx.known = true;
+    return c;
+  }
   std::vector<int> c(shape.size());
   int rest = idx.flat;
   for (size_t k = shape.size(); k-- > 0;) {
@@ -476,7 +544,7 @@ int PhaseBuilder::valueUncached(int node, Index& idx) {
   int src = n.operands[0];
   const Dims& inShape = shapes_[src];
   switch (n.op) {
-    case OpCode::Reshape: return value(src, Index{idx.flat, {}, false});
+    case OpCode::Reshape: return value(src, viewIndex(idx, shape, views_));
     case OpCode::BroadcastTo: return value(src, broadcastIndex(idx, shape, inShape));
     case OpCode::Transpose: {
       std::vector<int> c = coordsOf(idx, shape);
@@ -548,7 +616,7 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
   size_t rank = d.size();
   if (isRowReduction(node)) {  // one value per row, whatever its shape looks like
     *perElem = false;
-    return Index{unit_, {}, false};
+    return flatIndex(row_);
   }
   bool aligned = s.size() <= rank || std::all_of(s.begin(), s.end() - static_cast<long>(rank),
                                                  [](int64_t x) { return x == 1; });
@@ -562,7 +630,7 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
     for (size_t i = 0; i < rank; ++i)
       if (d[i] != 1 && ph_.reduced[i]) *perElem = true;
     if (s == d) return pos;
-    return Index{pos.flat, {}, false};
+    return viewIndex(pos, d, views_);
   }
   if (aligned) {
     *perElem = false;
@@ -585,7 +653,7 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
   }
   if (product(s) == product(d)) {
     *perElem = true;
-    return Index{pos.flat, {}, false};
+    return viewIndex(pos, d, views_);
   }
   int64_t rows = 1;
   for (size_t i = 0; i < rank; ++i)
@@ -593,7 +661,7 @@ Index PhaseBuilder::fromDomain(int node, Index& pos, bool* perElem) {
   STITCH_INTERNAL(ph_.reduce && product(s) == rows, "lowering: {} does not fit the domain",
                   g_.node(node).name);
   *perElem = false;
-  return Index{unit_, {}, false};
+  return flatIndex(row_);
 }
 
 void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
@@ -607,7 +675,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     ph_.units = (ph_.total + ph_.chunk - 1) / ph_.chunk;
     ph_.grain = 16;
     push(&ph_.elems);
-    Index pos{kindOnly(InstKind::LoopIndex), {}, false};
+    Index pos = flatIndex(kindOnly(InstKind::LoopIndex));
     if (box_) {
       // The loop index walks the box; values are read at the domain position it stands for.
       std::vector<int> c = coordsOf(pos, walk);
@@ -630,8 +698,24 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     ph_.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(ph_.rowLength, 1));
     push(&ph_.pre);
     unit_ = kindOnly(InstKind::UnitIndex);
-    Index u{unit_, {}, false};
-    std::vector<int> kept = coordsOf(u, keptDims);
+    row_ = unit_;
+    Index u = flatIndex(unit_);
+    std::vector<int> kept;
+    if (box_) {
+      // The units walk the box's rows (the box's axis is a kept one); values are read at the
+      // domain row each stands for.
+      size_t axis = 0;  // the box's axis among the kept ones
+      for (size_t i = 0; i < box_->axis; ++i) axis += ph_.reduced[i] ? 0 : 1;
+      Dims walk = keptDims;
+      walk[axis] = box_->end - box_->begin;
+      ph_.units = product(walk);
+      kept = coordsOf(u, walk);
+      kept[axis] = iadd(kept[axis], constI(box_->begin));
+      boxCoord_ = kept[axis];
+      row_ = flatOf(kept, keptDims);
+    } else {
+      kept = coordsOf(u, keptDims);
+    }
     auto positionAt = [&](const std::vector<int>& red) {
       std::vector<int> c(d.size());
       size_t a = 0, b = 0;
@@ -730,7 +814,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     for (int s = 0; s < stages; ++s) {
       Stage& stage = ph_.stages[static_cast<size_t>(s)];
       push(&stage.body);
-      Index k{kindOnly(InstKind::LoopIndex), {}, false};
+      Index k = flatIndex(kindOnly(InstKind::LoopIndex));
       Index pos = walkPosition(k);
       for (size_t a = 0; a < ph_.accs.size(); ++a) {
         if (ph_.accs[a].stage != s) continue;
@@ -761,7 +845,7 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     }
     if (!elemStores.empty() || !columns_.empty()) {
       push(&ph_.elems);
-      Index k{kindOnly(InstKind::LoopIndex), {}, false};
+      Index k = flatIndex(kindOnly(InstKind::LoopIndex));
       Index pos = walkPosition(k);
       for (auto [node, param] : elemStores) {
         bool perElem;
@@ -847,7 +931,7 @@ void PhaseBuilder::buildCombine(int64_t workers, int64_t rowLength,
   // The column results and the values of them are one per column: the unit is their flat index.
   push(&ph_.post);
   for (auto [node, param] : stores)
-    store(param, g_.node(node).type.dtype, unit_, value(node, Index{unit_, {}, false}));
+    store(param, g_.node(node).type.dtype, unit_, value(node, flatIndex(unit_)));
   pop();
   pop();
   finish();
@@ -877,13 +961,17 @@ std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& 
 // Concats on the host. A concat read at an arbitrary index is a select over its parts, each
 // read at a clamped index: every part loaded for every element, a division and a remainder to
 // find the coordinate, and index math the host emitter's tile proof cannot follow (the clamps),
-// so the loop stays scalar: torch.cat of three [8, 128, 256] took 20x eager's time. A loop
-// phase whose domain is a concat's shape is therefore walked as one box per part instead
-// (PhaseBuilder::walkBox): in box j the concat's coordinate along its axis is known to lie in
-// part j, so the concat is that part at a shifted index (a contiguous walk when the part is an
-// input), and every other value of the phase is computed at the same domain positions as
-// before. Phases run one after the other on the host at the cost of a dispatch; a GPU would pay
-// a launch or a grid barrier for each, unmeasured so far, so GPU programs keep the select.
+// so the loop stays scalar: torch.cat of three [8, 128, 256] took 20x eager's time, and GPT-2's
+// qkv gradient with its bias gradient (cat, view, column sum) 35x. A phase whose domain has the
+// concat's axis (the concat has the domain's shape, or a view of it that keeps that axis and
+// the ones after it) is therefore walked as one box per part instead (PhaseBuilder::walkBox):
+// in box j the concat's coordinate along its axis is known to lie in part j, so the concat is
+// that part at a shifted index (a contiguous walk when the part is an input), and every other
+// value of the phase is computed at the same domain positions as before. A reduce phase is
+// split so along a kept axis only (each box holds whole rows). A read of the concat at another
+// index keeps the select, so any boxes are correct; these are the ones that remove it. Phases
+// run one after the other on the host at the cost of a dispatch; a GPU would pay a launch or a
+// grid barrier for each, unmeasured so far, so GPU programs keep the select.
 struct ConcatPart {
   size_t axis = 0;
   int64_t begin = 0, end = 0;
@@ -892,16 +980,31 @@ constexpr size_t kMaxConcatBoxes = 32;  // beyond: one phase (each box is a comp
 
 std::vector<ConcatPart> concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
                                     const std::vector<int>& nodes,
-                                    const std::map<int, int>& materialized, const Dims& domain) {
+                                    const std::map<int, int>& materialized, const Dims& domain,
+                                    const std::vector<bool>& reduced) {
+  auto inner = [](const Dims& s, size_t axis) {
+    int64_t p = 1;
+    for (size_t i = axis + 1; i < s.size(); ++i) p *= s[i];
+    return p;
+  };
   for (int n : nodes) {
     const ir::Node& node = g.node(n);
-    if (node.op != OpCode::Concat || materialized.count(n) || shapes[n] != domain) continue;
-    std::vector<ConcatPart> boxes;
+    const Dims& shape = shapes[n];
+    if (node.op != OpCode::Concat || materialized.count(n) || product(shape) != product(domain))
+      continue;
+    // The domain axis the concat's axis is (a view of the domain shares it: [B, T, 3C] and
+    // [B * T, 3C]); a kept one in a reduce phase (its boxes hold whole rows).
     const auto axis = static_cast<size_t>(node.attrs.getInt("axis"));
+    size_t a = 0;
+    while (a < domain.size() &&
+           (domain[a] != shape[axis] || inner(domain, a) != inner(shape, axis) || reduced[a]))
+      ++a;
+    if (a == domain.size()) continue;
+    std::vector<ConcatPart> boxes;
     int64_t offset = 0;
     for (int o : node.operands) {
       const int64_t len = shapes[o][axis];
-      if (len > 0) boxes.push_back(ConcatPart{axis, offset, offset + len});
+      if (len > 0) boxes.push_back(ConcatPart{a, offset, offset + len});
       offset += len;
     }
     if (boxes.size() >= 2 && boxes.size() <= kMaxConcatBoxes) return boxes;
@@ -1074,6 +1177,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       PhaseBuilder pb(g, shapes, ph, materialized, inKernel, checkNodes);
       pb.carryColumns(std::move(columns), workers, /*blocks=*/launch == nullptr);
       if (box) pb.walkBox(box->axis, box->begin, box->end);
+      if (launch == nullptr) pb.keepViews();
       pb.build(stores);
       if (ph.reduce) {
         ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
@@ -1181,12 +1285,13 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
     }
     if (columns.empty()) {
       std::vector<ConcatPart> boxes;
-      if (!stores.empty() && !reduce && launch == nullptr)
-        boxes = concatBoxes(g, shapes, part, materialized, domain);
+      if (!stores.empty() && launch == nullptr)
+        boxes = concatBoxes(g, shapes, part, materialized, domain, reduced);
       if (!stores.empty() && boxes.empty())
         newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
       for (size_t j = 0; j < boxes.size(); ++j)
-        newPhase(fmt::format("loop{}", j), domain, reduced, stores, {}, 0, &boxes[j]);
+        newPhase(fmt::format("{}{}", reduce ? "rows" : "loop", j), domain, reduced, stores, {}, 0,
+                 &boxes[j]);
     } else {
       int64_t units = 1, rowLength = 1;
       for (size_t a = 0; a < domain.size(); ++a) (reduced[a] ? rowLength : units) *= domain[a];

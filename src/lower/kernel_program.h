@@ -231,7 +231,10 @@ struct KernelProgram {
   std::vector<std::string> checks;
 };
 
-// Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`.
+// Lowers kernel k of plan-ready graph g (after the passes) under concrete `bindings`, for the
+// host: column partials dealt to workers in blocks, a concat's domain walked one part per phase,
+// views keeping their coordinates (kernel_program.cpp). The overloads with a LaunchTarget lower
+// for a GPU, which keeps none of these (unmeasured on a device so far).
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b);
 // The same, with the GPU launch of every phase decided for `target` (the aligned variant) and
 // stored in Phase::levels (lower/launch.h).
