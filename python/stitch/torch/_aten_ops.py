@@ -755,6 +755,44 @@ def _slice(b, n, _m):
     return b.op("slice", x, starts=starts, ends=ends, steps=steps)
 
 
+@_register(aten.slice_backward)
+def _slice_backward(b, n, _m):
+    """slice_backward(grad, input_sizes, dim, start, end, step): zeros of the input's shape with
+    grad where the slice took its elements. With step 1 that is a concat of zeros, grad and zeros
+    along dim (a causal LM's shifted logits, logits[..., :-1, :], send their gradient through
+    it), which fuses with its consumer (the add of the logits' own gradient) where PyTorch writes
+    a padded tensor first. The zeros' lengths must be static: start, and the input's size minus
+    end (a negative end, or a static size)."""
+    grad = b.operand(n.args[0], _out(b, n))
+    out = list(b.out_meta(n).dims)
+    r = len(out)
+    d = n.args[2] % r
+    step = _static(b, arg(n, 5, "step", 1), "slice_backward step")
+    if step != 1:
+        raise Unsupported("slice_backward with step %d" % step)
+    start = _static(b, arg(n, 3, "start", 0), "slice_backward start")
+    end = _static(b, arg(n, 4, "end", BIG), "slice_backward end")
+    size = out[d]
+    if isinstance(size, int):  # Python's slice rules
+        start = min(max(start + size if start < 0 else start, 0), size)
+        end = min(max(end + size if end < 0 else end, start), size)
+        before, after = start, size - end
+    elif start >= 0 and end < 0:  # a symbolic size: the zeros after are counted from its end
+        before, after = start, -end
+    elif start >= 0 and end >= BIG // 4:
+        before, after = start, 0
+    else:
+        raise Unsupported("slice_backward of a symbolic size from its end")
+    dt = _out(b, n)
+    parts = []
+    for length, value in ((before, None), (None, grad), (after, None)):
+        if value is not None:
+            parts.append(value)
+        elif length > 0:
+            parts.append(b.full(out[:d] + [length] + out[d + 1:], 0.0, dt))
+    return parts[0] if len(parts) == 1 else b.op("concat", *parts, axis=d)
+
+
 @_register(aten.select, layout=True)
 def _select(b, n, _m):
     x = b.val(n.args[0])

@@ -179,3 +179,36 @@ def test_dropout_eval_is_identity():
     x = torch.randn(8, 64)
     with torch.no_grad():
         harness.close(harness.compile_model(block)(x), torch.tanh(x) * block.w, "eval dropout")
+
+
+class ShiftedLM(nn.Module):
+    """A causal LM's head and loss as Hugging Face writes them: the logits are an output, and the
+    loss reads them shifted (logits[..., :-1, :] against labels[..., 1:]); their gradient comes
+    back through slice_backward (zeros beside it) and is added to the logits' own."""
+
+    def __init__(self, d=16, vocab=24):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids, shift):
+        logits = self.head(torch.tanh(self.emb(ids)))
+        lo, hi = shift
+        loss = F.cross_entropy(logits[:, lo:logits.shape[1] + hi].flatten(0, 1),
+                               ids[:, 1 + lo:ids.shape[1] + 1 + hi].flatten())
+        return logits, loss
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "automatic"])
+@pytest.mark.parametrize("shift", [(0, -1), (2, -1), (0, -3)], ids=["head", "start", "end"])
+def test_shifted_logits_gradient_runs_in_stitch(shift, dynamic):
+    torch.manual_seed(0)
+    batches = [torch.randint(0, 24, (b, s)) for b, s in [(2, 9), (3, 12), (2, 16)]]
+
+    def loss_of(model, ids):
+        logits, loss = model(ids, shift)
+        return loss + logits.square().mean()
+
+    harness.check_training(ShiftedLM(), batches, loss_of, dynamic=dynamic)
+    harness.expect_in_stitch(backward=["aten.slice_backward"])
+    harness.expect_no_runtime_fallbacks()
