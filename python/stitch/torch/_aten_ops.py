@@ -10,8 +10,9 @@ them in PyTorch's opmath dtype (f32 for f16 and bf16, see _opmath) and casts onc
 PyTorch's kernels round a low-precision result once: Stitch rounds every op's result to its dtype.
 Python numbers are rounded to the tensor's dtype, except in mul and div, whose CPU kernels take
 them unrounded (_scaled). A size in a ``shape`` argument may be a
-symbol (a SymInt node, whose meta is the symbol's name); a symbolic value anywhere else (a slice
-start, a constant) is Unsupported, so the node stays in PyTorch. Every converter's result is
+symbol (a SymInt node, whose meta is the symbol's name), and so may an arithmetic operand (read
+at run time: Builder.size_value); a symbolic value anywhere else (a slice start, a fill value, an
+exponent) is Unsupported, so the node stays in PyTorch. Every converter's result is
 checked against PyTorch's type by the partitioner; a converter that is wrong for some argument
 costs a fallback, not a wrong answer.
 
@@ -33,7 +34,7 @@ from typing import Any, List
 import torch
 import torch.fx as fx
 
-from ._builder import Builder
+from ._builder import Builder, is_symbolic_size
 from ._common import (BIG, STITCH_DTYPE, ConverterTable, IndexErrorKind, Unsupported, arg,
                       reduce_axes, tensor_meta)
 from ._random import philox_seed, philox_uniform
@@ -68,7 +69,8 @@ def _promoted(b: Builder, args) -> torch.dtype:
         z = functools.reduce(torch.promote_types, zero)
         if z.is_floating_point and not dt.is_floating_point:
             dt = z
-    py = [b.scalar(a) for a in args if tensor_meta(a) is None]
+    # A symbolic size is an int: like an int literal, it never changes the dtype.
+    py = [b.scalar(a) for a in args if tensor_meta(a) is None and not is_symbolic_size(a)]
     if not dt.is_floating_point and any(isinstance(x, float) for x in py):
         dt = torch.get_default_dtype()
     return dt

@@ -5,7 +5,11 @@ results). Operand types come from ``node.meta["stitch"]`` (see _common). A Pytho
 fx node computes is folded in as a constant only where its value is known and is recorded in
 ``scalar_checks``, so that every run can verify it still holds (the 1.13 path: sizes computed in
 Python); a symbolic size (a SymInt of torch.compile, whose meta is its symbol's name) can stand in
-a ``shape=`` list but never as an arithmetic constant.
+a ``shape=`` list, and as an arithmetic operand it is read at run time: a 0-d i64 input after the
+tensors (``size_inputs``), which the Piece makes from the int the graph computes at every call.
+That is what a mean over symbolic axes leaves in its backward (the gradient divided by the
+product of the sizes, ``s0*s1``, a size no tensor has): a compile-time constant would have to
+be a dim of some input, and a product is none.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class Builder:
         self.inputs: List[Any] = []
         self.scalar_checks: List[Tuple[fx.Node, Any]] = []  # (node, recorded value or symbol)
         self.scalar_inputs: List[fx.Node] = []
+        # Symbolic sizes read as values: the program's last inputs, 0-d i64, in this order.
+        self.size_inputs: List[fx.Node] = []
         # Stitch value names of the index checks -> the error PyTorch raises for them (see
         # check_index); the piece raises it when a run reports an index out of range.
         self.index_errors: Dict[str, IndexErrorKind] = {}
@@ -140,7 +146,19 @@ class Builder:
         numbers as constants (Stitch never promotes implicitly)."""
         if tensor_meta(a) is not None:
             return self.cast(self.val(a), dtype)
+        if is_symbolic_size(a):
+            return self.cast(self.size_value(a), dtype)
         return self.const(a, dtype)
+
+    def size_value(self, node: fx.Node) -> int:
+        """A symbolic size's value at run time, as a 0-d i64 input (see the module's note). Its
+        cast to a float dtype rounds as PyTorch's conversion of the int scalar does."""
+        v = self.env.get(node)
+        if v is None:
+            v = self.g.add_input(ident(node.name), STITCH_DTYPE[torch.int64], [])
+            self.env[node] = v
+            self.size_inputs.append(node)
+        return v
 
     def op(self, name: str, *operands: int, **attrs: Any) -> int:
         return self.g.add_op(name, *operands, **attrs)
@@ -163,3 +181,9 @@ class Builder:
 
     def full(self, dims: List[Any], value: float, dtype: torch.dtype) -> int:
         return self.op("full", shape=list(dims), value=float(value), dtype=STITCH_DTYPE[dtype])
+
+
+def is_symbolic_size(a: Any) -> bool:
+    """a is an fx node computing a size that is symbolic under torch.compile (its meta is the
+    symbol's name)."""
+    return isinstance(a, fx.Node) and isinstance(a.meta.get("stitch"), str)

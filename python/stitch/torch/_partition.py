@@ -391,9 +391,10 @@ class Partitioner:
         # module needs them, and the folded ones are checked against them.
         scalar_ext = [a for a in ext if a not in tensor_ext]
         checks = [(scalar_ext.index(nd), v) for nd, v in b.scalar_checks]
+        size_args = [scalar_ext.index(nd) for nd in b.size_inputs]
         eager = self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
         piece = Piece(name, b.g, eager, len(tensor_ext) + len(params), checks, symbol_dims,
-                      report, d.check_grad, layouts, b.index_errors)
+                      report, d.check_grad, layouts, b.index_errors, size_args)
         real = [m for m in members if not _is_tuple_element(m)]
         ops = [d.op_name(gm, m) for m in real]
         report.add_piece(name, ops, [d.origin(gm, m) for m in real], kernels)

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import re
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -77,7 +77,8 @@ class Piece:
                  num_tensors: int, scalar_checks: List[Tuple[int, Any]],
                  symbol_dims: Dict[str, Tuple[int, int]], report: GraphReport,
                  check_grad: bool, layouts: List[Optional[Tuple[int, ...]]],
-                 index_errors: Optional[Dict[str, IndexErrorKind]] = None):
+                 index_errors: Optional[Dict[str, IndexErrorKind]] = None,
+                 size_args: Sequence[int] = ()):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "stitch.torch"
         self.graph = graph
@@ -85,6 +86,9 @@ class Piece:
         self.num_tensors = num_tensors
         self.scalar_checks = scalar_checks  # (position among the scalar args, value or symbol)
         self.symbol_dims = symbol_dims      # symbol -> (tensor input index, dim)
+        # Positions among the scalar args of the symbolic sizes the program reads as values: its
+        # last inputs, 0-d i64 tensors made at every call (Builder.size_value).
+        self.size_args = tuple(size_args)
         self.report = report
         self.check_grad = check_grad
         # Per output: None, or the permutation that turns the program's row-major result into
@@ -152,6 +156,10 @@ class Piece:
             if reason:
                 return self._fallback(reason, args)
         device = tensors[0].device
+        if self.size_args:
+            n = self.num_tensors
+            tensors = tuple(tensors) + tuple(torch.tensor(args[n + i], dtype=torch.int64,
+                                                          device=device) for i in self.size_args)
         try:
             program = self.programs.get(device) or self._program(device)
             stream = torch.cuda.current_stream(device).cuda_stream \

@@ -4,6 +4,7 @@ backend is not called again, no new report) and never runs a Stitch piece eagerl
 PyTorch specializes, give right results too."""
 import math
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -180,4 +181,34 @@ def test_dynamic_true_compiles_few_kernels_over_100_shapes():
     reuses = sum(p["plan_reuses"] for p in plans)
     assert searches <= 2 * sum(p["plan_classes"] for p in plans), plans
     assert reuses >= 4 * searches, plans
+    harness.expect_no_runtime_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_symbolic_sizes_as_numbers_run_in_stitch(dtype):
+    """A size used as a number under dynamic shapes (x + x.shape[1]; the backward of a mean over
+    two symbolic axes, which divides by their product, a size no tensor has) is read at every
+    call: the add and the division run in Stitch and match eager at each size (the gradient bit
+    for bit)."""
+    def pool(x):
+        return (x + x.shape[1]).mean(dim=(-2, -1))
+
+    compiled = harness.compile_model(pool, dynamic=True)
+    for i, shape in enumerate([(2, 3, 5, 7), (3, 4, 6, 5), (2, 5, 9, 4)]):
+        x = harness.on_device(torch.randn(shape, generator=torch.Generator().manual_seed(i)))
+        x = x.to(dtype).requires_grad_()
+        g = harness.on_device(torch.randn(shape[:2], generator=torch.Generator().manual_seed(9)))
+        y, ye = compiled(x), pool(x)
+        (gx,), (gxe,) = (torch.autograd.grad(out, x, g.to(dtype)) for out in (y, ye))
+        # The mean sums in Stitch's order; its gradient, g / (h * w) broadcast, is exact.
+        harness.close(y, ye, f"call {i}")
+        torch.testing.assert_close(gx, gxe, rtol=0, atol=0, msg=lambda m: f"call {i}: grad: {m}")
+    if harness.STITCH:
+        replaced = {kind: {op for r in harness.reports() for gr in r.graphs if gr.kind == kind
+                           for op in gr.replaced()} for kind in ("forward", "backward")}
+        assert "aten.add" in replaced["forward"], harness.describe()
+        assert "aten.div" in replaced["backward"], harness.describe()
+        symbolic = [f for r in harness.reports() for f in r.fallbacks
+                    if "symbolic size" in f["reason"]]
+        assert not symbolic, harness.describe()
     harness.expect_no_runtime_fallbacks()
