@@ -785,11 +785,42 @@ def _slice_backward(b, n, _m):
         before, after = start, 0
     else:
         raise Unsupported("slice_backward of a symbolic size from its end")
+    return _zeros_around(b, grad, out, d, before, after, _out(b, n))
+
+
+@_register(aten.select_backward)
+def _select_backward(b, n, _m):
+    """select_backward(grad, input_sizes, dim, index): zeros of the input's shape with grad at
+    `index` along dim (ViT's class token, x[:, 0], sends its gradient through it): grad with the
+    axis put back, between zeros, as slice_backward. A negative index needs a static size."""
     dt = _out(b, n)
+    grad = b.operand(n.args[0], dt)
+    out = list(b.out_meta(n).dims)
+    d = n.args[2] % len(out)
+    index = _static(b, n.args[3], "select_backward index")
+    size = out[d]
+    if index < 0:
+        if not isinstance(size, int):
+            raise Unsupported("select_backward from the end of a symbolic size")
+        index += size
+    if isinstance(size, int):
+        after = size - index - 1
+    else:
+        raise Unsupported("select_backward of a symbolic size")
+    if index < 0 or after < 0:
+        raise Unsupported("select_backward index out of range")
+    grad = b.op("reshape", grad, shape=out[:d] + [1] + out[d + 1:])
+    return _zeros_around(b, grad, out, d, index, after, dt)
+
+
+def _zeros_around(b: Builder, value: int, out: List[Any], d: int, before: int, after: int,
+                  dt: torch.dtype) -> int:
+    """`value` with `before` zeros ahead of it and `after` behind it along axis d of the shape
+    `out` (the other axes `out`'s): a concat."""
     parts = []
-    for length, value in ((before, None), (None, grad), (after, None)):
-        if value is not None:
-            parts.append(value)
+    for length, v in ((before, None), (None, value), (after, None)):
+        if v is not None:
+            parts.append(v)
         elif length > 0:
             parts.append(b.full(out[:d] + [length] + out[d + 1:], 0.0, dt))
     return parts[0] if len(parts) == 1 else b.op("concat", *parts, axis=d)

@@ -212,3 +212,33 @@ def test_shifted_logits_gradient_runs_in_stitch(shift, dynamic):
     harness.check_training(ShiftedLM(), batches, loss_of, dynamic=dynamic)
     harness.expect_in_stitch(backward=["aten.slice_backward"])
     harness.expect_no_runtime_fallbacks()
+
+
+class ClassToken(nn.Module):
+    """ViT's head: the class token, x[:, 0], of a sequence of tokens (here any token: `index`);
+    its gradient comes back through select_backward (zeros beside it)."""
+
+    def __init__(self, index, d=16, classes=5):
+        super().__init__()
+        self.index = index
+        self.proj = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        return self.head(h[:, self.index]) + h.mean()
+
+
+@pytest.mark.parametrize("index", [0, -1, 2])
+def test_class_token_gradient_runs_in_stitch(index):
+    """select_backward runs in Stitch (a concat of zeros and the gradient), at the first, the last
+    and a middle token; calls that change the batch only (the token axis stays static)."""
+    torch.manual_seed(0)
+    batches = [torch.randn(b, 7, 16) for b in (2, 3, 4)]
+
+    def loss_of(m, x):
+        return m(x).square().mean()
+
+    harness.check_training(ClassToken(index), batches, loss_of)
+    harness.expect_in_stitch(backward=["aten.select_backward"])
+    harness.expect_no_runtime_fallbacks()
