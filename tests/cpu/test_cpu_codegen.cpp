@@ -338,8 +338,7 @@ TEST(CpuLowering, ConcatOnAGpuClampsEachPartAndSelects) {
       parseOne("graph c(a: f32[2, 1], b: f32[2, 2]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
-  const fusion::HardwareProfile hw =
-      *fusion::findProfile("sm_90");  // a copy: findProfile returns a value
+  const fusion::HardwareProfile hw = *fusion::findProfile("sm_90");  // findProfile's is a value
   fusion::Plan plan = fusion::planGraph(g, {}, hw, opts);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {}, lower::launchTarget(hw));
   ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
