@@ -30,27 +30,27 @@ programs) and adds only what Python callers expect:
   signature not seen goes through ``stitch_program_output_shape``, and the C run checks every
   call. Concurrent calls each take their own array copy from a per-signature pool, so threads
   never write each other's pointers.
-* Fresh host outputs and page faults: a CPU output of many megabytes is a fresh mapping
-  (``torch.empty`` above glibc's mmap threshold) whose every 4 KiB page faults on first touch;
-  on the machines we run on a fault costs about as much as writing the page, so the faults, not
-  the kernel, set the time of a large piece. run_torch gives each host output of 32 MiB or more
-  a private anonymous mapping of its own, advised into transparent huge pages
-  (``madvise(MADV_HUGEPAGE)``), as a tensor over it (``torch.frombuffer``: the tensor keeps the
-  ``mmap`` object, whose release unmaps it when the tensor dies): a 2 MiB page faults once, 4x
-  less time per byte on the development VM, and the call costs less than ``torch.empty``'s.
-  The mapping is its own so that the advice never lands on the allocator's heap, and from 32 MiB
-  because glibc maps (and faults) every block that large anyway: its adaptive mmap threshold,
-  which rises to the size of the blocks a program frees, up to 32 MiB, so that smaller repeated
-  blocks come from a heap already faulted, sees the same frees as before. (Taking 4 MiB blocks
-  from it kept the threshold low, and a 1 MB layer norm after a large graph then faulted its
-  output on every call: 10x slower, measured.) The advice is a hint (with THP ``never``
-  nothing changes); such tensors are not resizable, as any from ``torch.frombuffer``.
-  ``STITCH_HUGE_PAGES=0`` turns it off: ``torch.empty`` as for smaller outputs (PyTorch offers huge
-  pages for its own tensors through ``THP_MEM_ALLOC_ENABLE=1``). The default suits glibc's default
-  settings, which map and fault such blocks on every call; under an allocator that keeps freed
-  memory (jemalloc, tcmalloc, glibc with ``MALLOC_MMAP_THRESHOLD_`` raised) ``torch.empty`` reuses
-  pages already faulted and is faster: 0 there (the CPU benchmark's setting A shows the cost:
-  BENCHMARKS.md).
+* Fresh host outputs and page faults: a CPU output of 128 KiB or more from ``torch.empty`` is a
+  block that glibc maps, or takes from a heap it has trimmed, and every 4 KiB page of it faults on
+  first touch; on the machines we run on a fault costs about as much as writing the page, so the
+  faults, not the kernel, set the time of such a piece (Llama's SwiGLU piece, [1024, 640]: 0.07 ms
+  alone, 0.6-0.8 ms in the model). run_torch takes those outputs from a pool of private anonymous
+  mappings instead (_HostPool): a tensor over a ctypes array exported from the mapping
+  (``torch.frombuffer``; its storage holds the array, so the array dies with the storage, views
+  included), whose finalizer gives the mapping back; the next output of that size reuses it, its
+  pages faulted already. ``STITCH_HOST_POOL_MB`` (default 1024) bounds the freed bytes kept; 0
+  turns the pool off. The PyTorch hook gives its graphs' matmuls their outputs from the same
+  pool (stitch.host_empty; Inductor reuses buffers in its graphs to the same end). Such tensors
+  are not resizable, as any from ``torch.frombuffer``. Outputs of 32 MiB or more are also advised
+  into transparent huge pages (``madvise(MADV_HUGEPAGE)``, ``STITCH_HUGE_PAGES``, default on): a
+  2 MiB page faults once, 4x less time per byte on the development VM; with the pool off they get
+  a mapping of their own on every call, unmapped when the tensor dies (from 32 MiB because glibc
+  maps, and faults, every block that large anyway: its adaptive mmap threshold rises to the size
+  of the blocks a program frees, up to 32 MiB; taking 4 MiB blocks from fresh mappings of their
+  own kept the threshold low, and a 1 MB layer norm after a large graph then faulted its output on
+  every call: 10x slower, measured). With both off, ``torch.empty``; under an allocator that keeps
+  freed memory (jemalloc, tcmalloc, glibc with ``MALLOC_MMAP_THRESHOLD_`` raised) it reuses pages
+  already faulted too.
 * Ownership: each handle is owned by one Python object whose ``close()`` (also ``__del__`` and
   the context-manager exit) calls the matching ``_destroy``. Graphs borrowed from a parsed module
   keep the module alive and are never destroyed on their own, as stitch.h requires.
@@ -62,6 +62,7 @@ The library is found, in order, at ``$STITCH_LIBRARY``, next to this package
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import glob
 import json
@@ -69,6 +70,7 @@ import mmap
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _env
@@ -86,6 +88,7 @@ __all__ = [
     "library_path",
     "version",
     "check_environment",
+    "host_empty",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -816,11 +819,11 @@ class Program:
         if sig is None:
             sig = self._torch_signature(ins, key)
         empty, empty_like, contiguous = sig.empty, sig.empty_like, sig.contiguous
-        if sig.huge:  # apart, so that the usual call pays nothing for huge pages
-            outs = [_huge_page_empty(*h) if h else
+        if sig.host:  # apart, so that the usual call pays nothing for host mappings
+            outs = [sig.host_empty(*h) if h else
                     empty_like(ins[i], memory_format=contiguous) if i >= 0 else
                     empty(shape, dtype=dt, device=dev)
-                    for h, i, (shape, dt, dev) in zip(sig.huge, sig.like, sig.outputs)]
+                    for h, i, (shape, dt, dev) in zip(sig.host, sig.like, sig.outputs)]
         else:
             outs = [empty_like(ins[i], memory_format=contiguous) if i >= 0 else
                     empty(shape, dtype=dt, device=dev) for i, (shape, dt, dev) in zip(sig.like, sig.outputs)]
@@ -888,7 +891,7 @@ class _TorchSignature:
     the top) or None, or an empty list when there are none."""
 
     __slots__ = ("outputs", "like", "template", "shapes", "data_words", "pool", "empty", "empty_like",
-                 "contiguous", "num_inputs", "huge")
+                 "contiguous", "num_inputs", "host", "host_empty")
 
     def __init__(self, ins: Sequence[Any], views: Sequence[_TensorView],
                  shapes: Sequence[Tuple[int, ...]], dtypes: Sequence[str], device: Any,
@@ -920,19 +923,25 @@ class _TorchSignature:
         self.template = (ctypes.c_uint64 * (len(dl) * _DL_WORDS)).from_buffer_copy(dl)
         self.data_words = [k * _DL_WORDS for k in range(n)]
         self.pool: List[_TorchCall] = []
-        self.huge: List[Optional[tuple]] = []
-        if dl_device.device_type == _DL_CPU and _huge_pages_wanted():
+        # Per output, the arguments of host_empty for those that get a mapping (design note at
+        # the top: from the pool, or of its own for huge pages), else None; [] for none.
+        self.host: List[Optional[tuple]] = []
+        self.host_empty = None
+        pool = _host_pool() if dl_device.device_type == _DL_CPU else None
+        huge = dl_device.device_type == _DL_CPU and _huge_pages_wanted()
+        if pool is not None or huge:
+            self.host_empty = pool.empty if pool is not None else _huge_page_empty
+            least = _POOLED_OUTPUT_BYTES if pool is not None else _HUGE_OUTPUT_BYTES
             for shape, torch_dtype, _ in self.outputs:
                 count = 1
                 for d in shape:
                     count *= d
-                # dtype.itemsize is PyTorch 2.1's; 1.13 (Debian's) has element_size only.
-                nbytes = count * (torch_dtype.itemsize if hasattr(torch_dtype, "itemsize") else
-                                  torch.empty((), dtype=torch_dtype).element_size())
-                big = nbytes >= _HUGE_OUTPUT_BYTES
-                self.huge.append((nbytes, torch_dtype, count, shape) if big else None)
-            if not any(self.huge):
-                self.huge = []
+                nbytes = count * _itemsize(torch_dtype)
+                mapped = nbytes >= least
+                self.host.append((nbytes, torch_dtype, count, shape,
+                                  huge and nbytes >= _HUGE_OUTPUT_BYTES) if mapped else None)
+            if not any(self.host):
+                self.host = []
 
 
 class _TorchCall:
@@ -961,17 +970,131 @@ def _huge_pages_wanted() -> bool:
     return hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
 
 
-def _huge_page_empty(nbytes: int, dtype: Any, count: int, shape: Tuple[int, ...]):
-    """An uninitialized contiguous CPU tensor over a private anonymous mapping of its own,
-    advised into transparent huge pages. The advice is a hint: refused (THP compiled out), the
-    pages are the usual ones."""
-    import torch
+def _new_mapping(nbytes: int, huge: bool) -> mmap.mmap:
+    """A private anonymous mapping, advised into transparent huge pages if `huge`. The advice is
+    a hint: refused (THP compiled out), the pages are the usual ones."""
     m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    try:
-        m.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:
-        pass
-    return torch.frombuffer(m, dtype=dtype, count=count).view(shape)
+    if huge:
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return m
+
+
+def _huge_page_empty(nbytes: int, dtype: Any, count: int, shape: Tuple[int, ...], huge: bool):
+    """An uninitialized contiguous CPU tensor over a mapping of its own (unmapped when the tensor
+    dies)."""
+    import torch
+    return torch.frombuffer(_new_mapping(nbytes, huge), dtype=dtype, count=count).view(shape)
+
+
+# Host outputs from this size up come from the pool (design note at the top): glibc's smallest
+# mmap threshold, below which its heap serves blocks without faults.
+_POOLED_OUTPUT_BYTES = 128 << 10
+
+
+class _HostPool:
+    """Mappings for host outputs, reused once the tensor over one has died (design note at the
+    top). A tensor is made over a ctypes array exported from the mapping; its storage holds the
+    array, so the array dies with the storage, views included, and its finalizer puts the
+    mapping back. Sizes are rounded up to one of 8 classes per power of two (at most 12.5% more),
+    so that outputs whose sizes vary a little (dynamic shapes) share blocks. Freed blocks are
+    kept by class up to `keep` bytes; beyond, the least recently freed are dropped (unmapped), so
+    sizes that stopped recurring do not hold the pool. Thread-safe: a finalizer runs on whichever
+    thread drops the last reference."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.kept = 0
+        self.free: Dict[int, List[mmap.mmap]] = {}  # by class, most recently freed last
+        self.order: "collections.OrderedDict[int, Tuple[int, mmap.mmap]]" = \
+            collections.OrderedDict()  # id(mapping) -> (class, mapping), least recent first
+        self.arrays: Dict[int, Any] = {}  # the ctypes array type of each class
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def size_class(nbytes: int) -> int:
+        step = max(4096, (1 << (nbytes.bit_length() - 1)) >> 3)
+        return (nbytes + step - 1) // step * step
+
+    def empty(self, nbytes: int, dtype: Any, count: int, shape: Tuple[int, ...], huge: bool):
+        import torch
+        size = self.size_class(nbytes)
+        m = None
+        with self.lock:
+            blocks = self.free.get(size)
+            if blocks:
+                m = blocks.pop()
+                del self.order[id(m)]
+                self.kept -= size
+            array = self.arrays.get(size)
+            if array is None:
+                array = self.arrays[size] = ctypes.c_char * size
+        if m is None:
+            m = _new_mapping(size, huge)
+        a = array.from_buffer(m)
+        weakref.finalize(a, self._give_back, m, size).atexit = False
+        return torch.frombuffer(a, dtype=dtype, count=count).view(shape)
+
+    def _give_back(self, m: mmap.mmap, size: int) -> None:
+        with self.lock:
+            if size > self.keep:
+                return
+            self.free.setdefault(size, []).append(m)
+            self.order[id(m)] = (size, m)
+            self.kept += size
+            while self.kept > self.keep:
+                _, (old_size, old) = self.order.popitem(last=False)
+                self.free[old_size].remove(old)
+                self.kept -= old_size
+
+
+_pool: Optional[_HostPool] = None
+_pool_lock = threading.Lock()
+
+
+_itemsizes: Dict[Any, int] = {}
+
+
+def _itemsize(dtype: Any) -> int:
+    """dtype.itemsize (PyTorch 2.1 and later; 1.13 has element_size only), cached."""
+    n = _itemsizes.get(dtype)
+    if n is None:
+        import torch
+        n = _itemsizes[dtype] = (dtype.itemsize if hasattr(dtype, "itemsize") else
+                                 torch.empty((), dtype=dtype).element_size())
+    return n
+
+
+def host_empty(shape: Tuple[int, ...], dtype: Any) -> Any:
+    """An uninitialized contiguous CPU tensor for a result of at least 128 KiB from run_torch's
+    pool of host mappings (design note at the top), else (or with STITCH_HOST_POOL_MB=0) from
+    torch.empty. The PyTorch hook gives the matmuls of its graphs their outputs from here."""
+    import torch
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * _itemsize(dtype)
+    pool = _host_pool() if nbytes >= _POOLED_OUTPUT_BYTES else None
+    if pool is None:
+        return torch.empty(shape, dtype=dtype)
+    return pool.empty(nbytes, dtype, count, tuple(shape),
+                      nbytes >= _HUGE_OUTPUT_BYTES and _huge_pages_wanted())
+
+
+def _host_pool() -> Optional[_HostPool]:
+    """The process's pool (STITCH_HOST_POOL_MB, default 1024; 0: none), on Linux."""
+    global _pool
+    if not sys.platform.startswith("linux") or not hasattr(mmap, "MAP_PRIVATE"):
+        return None
+    keep = _env.host_pool_mb() << 20
+    if keep == 0:
+        return None
+    with _pool_lock:
+        if _pool is None or _pool.keep != keep:
+            _pool = _HostPool(keep)
+        return _pool
 
 
 def _single(outs: List[Any]):

@@ -4,11 +4,12 @@ Booleans follow the library's one parser (src/support/env.h): 1/true/yes/on and 
 case-insensitive; unset or empty is the default; anything else is an error listing them, as an
 unknown value of any toggle is.
 
-The package reads two variables of its own, STITCH_DISABLE (the PyTorch hook) and
-STITCH_HUGE_PAGES (``Program.run_torch``'s host outputs); the library reads the rest. The README's
-table lists them all, and ``stitch.check_environment()`` checks them all: the library's
-``stitch_environment_check`` (each variable read by the code that uses it, these two included
-with the same rules), then :func:`check` here, the readers the package itself uses.
+The package reads three variables of its own, STITCH_DISABLE (the PyTorch hook),
+STITCH_HUGE_PAGES and STITCH_HOST_POOL_MB (``Program.run_torch``'s host outputs); the library
+reads the rest. The README's table lists them all, and ``stitch.check_environment()`` checks them
+all: the library's ``stitch_environment_check`` (each variable read by the code that uses it,
+these three included with the same rules), then :func:`check` here, the readers the package
+itself uses. Integers follow env::getInt: decimal digits with an optional minus sign, in range.
 """
 
 import os
@@ -18,6 +19,7 @@ _FALSE = ("0", "false", "no", "off")
 
 DISABLE = "STITCH_DISABLE"
 HUGE_PAGES = "STITCH_HUGE_PAGES"
+HOST_POOL_MB = "STITCH_HOST_POOL_MB"
 
 
 def parse_bool(text: str):
@@ -52,7 +54,26 @@ def huge_pages() -> bool:
     return get_bool(HUGE_PAGES, True)
 
 
+def get_int(name: str, least: int, most: int, default: int) -> int:
+    """The integer value of environment variable `name` in [least, most] (default when unset or
+    empty), as the library's env::getInt."""
+    value = os.environ.get(name, "")
+    if value == "":
+        return default
+    n = int(value, 10) if value.lstrip("-").isdigit() else None  # from_chars's forms only
+    if n is None or n < least or n > most:
+        raise ValueError(f"{name}={value} is not valid; valid values: an integer from {least} to "
+                         f"{most}")
+    return n
+
+
+def host_pool_mb() -> int:
+    """STITCH_HOST_POOL_MB (default 1024): MiB of freed host outputs run_torch keeps to reuse."""
+    return get_int(HOST_POOL_MB, 0, 1 << 20, 1024)
+
+
 def check() -> None:
     """Reads the package's own variables as their users do; ValueError on a bad value."""
     disabled()
     huge_pages()
+    host_pool_mb()

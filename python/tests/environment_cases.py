@@ -28,6 +28,7 @@ BAD = {
     "STITCH_COMPILE_THREADS": "0",
     "STITCH_DISABLE": "banana",
     "STITCH_HUGE_PAGES": "banana",
+    "STITCH_HOST_POOL_MB": "lots",
 }
 # Secrets: a bad one is named by its variable alone; the message never prints the value.
 SECRETS = {"STITCH_CACHE_KEY": "too short a secret"}

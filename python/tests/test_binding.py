@@ -272,6 +272,7 @@ def test_run_torch_maps_large_host_outputs_into_huge_pages(monkeypatch):
         pytest.skip("transparent huge pages are not in madvise mode here")
     text = "graph g(x: f32[N, M]) {\n y = mul(x, 2)\n m = reduce_max(x, axes=[1])\n return y, m\n}\n"
     x = torch.randn(2048, 4096)  # 32 MiB: the smallest output that gets a mapping
+    monkeypatch.setenv("STITCH_HOST_POOL_MB", "0")  # a mapping of its own on every call
     for env, huge in [(None, True), ("1", True), ("0", False)]:
         if env is None:
             monkeypatch.delenv("STITCH_HUGE_PAGES", raising=False)
@@ -298,3 +299,70 @@ def test_run_torch_maps_large_host_outputs_into_huge_pages(monkeypatch):
     monkeypatch.setenv("STITCH_HUGE_PAGES", "maybe")
     with pytest.raises(ValueError, match="STITCH_HUGE_PAGES=maybe"):
         _engine().compile(stitch.parse(text)).run_torch([x])
+
+
+# ---------------------------------------------------------------------------------------------
+# run_torch: host outputs of 128 KiB or more come from a pool of mappings (STITCH_HOST_POOL_MB)
+
+def test_run_torch_reuses_a_host_output_only_after_its_storage_dies(monkeypatch):
+    """A freed output's mapping serves the next output of its size, with its pages faulted
+    already; one that a view still holds is not reused; blocks beyond the pool's size are
+    unmapped; STITCH_HOST_POOL_MB=0 gives torch.empty's tensors."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.delenv("STITCH_HOST_POOL_MB", raising=False)
+    text = "graph g(x: f32[N, M]) {\n y = mul(x, 2)\n return y\n}\n"
+    x = torch.randn(256, 512)  # 512 KiB
+    p = _engine().compile(stitch.parse(text))
+    [y1] = p.run_torch([x])
+    first = y1.data_ptr()
+    tail = y1[3:]  # a view: the storage lives on
+    del y1
+    [y2] = p.run_torch([x + 1])
+    assert y2.data_ptr() != first
+    torch.testing.assert_close(tail, x[3:] * 2, rtol=0, atol=0)
+    torch.testing.assert_close(y2, (x + 1) * 2, rtol=0, atol=0)
+    if hasattr(y2, "untyped_storage"):
+        assert not y2.untyped_storage().resizable()
+    second = y2.data_ptr()
+    del tail, y2
+    [y3] = p.run_torch([x - 1])
+    assert y3.data_ptr() in (first, second)
+    torch.testing.assert_close(y3, (x - 1) * 2, rtol=0, atol=0)
+    del y3
+    # A pool of 1 MiB keeps no 4 MiB block: the mapping is gone with the tensor.
+    monkeypatch.setenv("STITCH_HOST_POOL_MB", "1")
+    big = torch.randn(1024, 1024)
+    p = _engine().compile(stitch.parse(text))
+    [y] = p.run_torch([big])
+    lo = y.data_ptr()
+    assert _mapping(lo)[:2] == (lo, lo + (4 << 20))
+    del y
+    assert _mapping(lo) is None
+    monkeypatch.setenv("STITCH_HOST_POOL_MB", "0")
+    p = _engine().compile(stitch.parse(text))
+    [y] = p.run_torch([x])
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
+    if hasattr(y, "untyped_storage"):
+        assert y.untyped_storage().resizable()  # torch.empty's
+    monkeypatch.setenv("STITCH_HOST_POOL_MB", "-5")
+    with pytest.raises(ValueError, match="STITCH_HOST_POOL_MB=-5"):
+        _engine().compile(stitch.parse(text)).run_torch([x])
+
+
+def test_host_pool_drops_the_least_recently_freed_blocks_beyond_its_size():
+    """Sizes round up to 8 classes per power of two; blocks past the pool's size are dropped
+    oldest first, so a size that stopped recurring does not keep a new one out."""
+    torch = pytest.importorskip("torch")
+    pool = stitch._HostPool(1 << 20)
+    assert pool.size_class(600000) == 655360 and pool.size_class(1 << 19) == 1 << 19
+    a = pool.empty(1 << 19, torch.uint8, 1 << 19, (1 << 19,), False)
+    b = pool.empty(1 << 19, torch.uint8, 1 << 19, (1 << 19,), False)
+    c = pool.empty(700000, torch.uint8, 700000, (700000,), False)
+    a[:] = 1
+    del a, b
+    assert pool.kept == 1 << 20
+    del c  # 720896 bytes more: both older blocks go
+    assert pool.kept == pool.size_class(700000)
+    assert not pool.free[1 << 19]
+    d = pool.empty(690000, torch.uint8, 690000, (690000,), False)  # the same class: reused
+    assert pool.kept == 0 and d.numel() == 690000

@@ -13,9 +13,10 @@
 //
 // Paths (STITCH_CACHE_DIR, STITCH_DUMP_DIR, STITCH_LIBRARY, STITCH_*_LIBRARY) accept any value:
 // they are not opened here, and a library that does not load is logged when it is first needed
-// (runtime/gpu/dynamic_library.h). STITCH_DISABLE and STITCH_HUGE_PAGES are the Python package's;
-// they are booleans read by python/stitch/_env.py with env::getBool's rules, checked here with
-// env::getBool so that the command line and the C API reject them as the hook does.
+// (runtime/gpu/dynamic_library.h). STITCH_DISABLE, STITCH_HUGE_PAGES and STITCH_HOST_POOL_MB are
+// the Python package's: python/stitch/_env.py reads them with env::getBool's and env::getInt's
+// rules, and they are checked here with those so that the command line and the C API reject
+// them as the hook does.
 //
 // Who calls it: the command line at startup (exit 2), engine creation and the planning entry
 // points (STITCH_ERROR_INVALID_ARGUMENT), and the Python hook when it is entered (ValueError),
@@ -75,6 +76,7 @@ constexpr Reader kReaders[] = {
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},
     {"STITCH_HUGE_PAGES", [] { (void)env::getBool("STITCH_HUGE_PAGES", true); }},
+    {"STITCH_HOST_POOL_MB", [] { (void)env::getInt("STITCH_HOST_POOL_MB", 0, 1 << 20, 1024); }},
     {"STITCH_LIBRARY", nullptr},
     {"STITCH_CUDA_LIBRARY", nullptr},
     {"STITCH_NVRTC_LIBRARY", nullptr},

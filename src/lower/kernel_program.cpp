@@ -161,6 +161,13 @@ class PhaseBuilder {
   // [begin, end) (a part of a concat, see concatBoxes); in a reduce phase `axis` is a kept one.
   // Before build.
   void walkBox(size_t axis, int64_t begin, int64_t end) { box_ = Box{axis, begin, end}; }
+  // The phase's domain refines the kernel's (`domain`, `reduced`: an axis split in two, the same
+  // positions; see concatBoxes): the kernel's row reductions are those of its domain. Before
+  // build.
+  void refines(Dims domain, std::vector<bool> reduced) {
+    kernelDomain_ = std::move(domain);
+    kernelReduced_ = std::move(reduced);
+  }
 
   std::vector<int> inputParams;   // program params read, by position
   std::vector<int> outputParams;  // program params written, by position
@@ -252,6 +259,8 @@ class PhaseBuilder {
     int64_t begin, end;
   };
   std::optional<Box> box_;
+  Dims kernelDomain_;  // empty: the phase's own
+  std::vector<bool> kernelReduced_;
   // The domain coordinate along the box's axis (an instruction whose value lies in
   // [begin, end)): a concat read at exactly this coordinate reads one part, no select.
   int boxCoord_ = -1;
@@ -425,11 +434,13 @@ void PhaseBuilder::store(int param, ir::DType t, int flat, int v) {
 bool PhaseBuilder::isRowReduction(int node) const {
   const ir::Node& n = g_.node(node);
   if (!isReduce(n.op) || materialized_.count(node) || !ph_.reduce) return false;
-  if (shapes_[n.operands[0]] != ph_.domain) return false;
-  std::vector<bool> r(ph_.domain.size(), false);
+  const bool refined = !kernelDomain_.empty();
+  const Dims& d = refined ? kernelDomain_ : ph_.domain;
+  if (shapes_[n.operands[0]] != d) return false;
+  std::vector<bool> r(d.size(), false);
   for (int64_t a : n.attrs.getInts("axes"))
-    if (ph_.domain[static_cast<size_t>(a)] != 1) r[static_cast<size_t>(a)] = true;
-  return r == ph_.reduced;
+    if (d[static_cast<size_t>(a)] != 1) r[static_cast<size_t>(a)] = true;
+  return r == (refined ? kernelReduced_ : ph_.reduced);
 }
 
 int PhaseBuilder::value(int node, Index idx) {
@@ -819,7 +830,8 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
       for (size_t a = 0; a < ph_.accs.size(); ++a) {
         if (ph_.accs[a].stage != s) continue;
         stage.accs.push_back(static_cast<int>(a));
-        int v = value(g_.node(ph_.accs[a].node).operands[0], pos);
+        const int operand = g_.node(ph_.accs[a].node).operands[0];
+        int v = value(operand, shapes_[operand] == d ? pos : viewIndex(pos, d, views_));
         Inst in;
         in.kind = InstKind::Accumulate;
         in.dtype = ph_.accs[a].dtype;
@@ -976,12 +988,26 @@ struct ConcatPart {
   size_t axis = 0;
   int64_t begin = 0, end = 0;
 };
+// The boxes, over the domain they split: the phase's own, or one with an axis split in two where
+// the concat's axis is the inner factor of a domain axis (refined, below).
+struct ConcatBoxes {
+  Dims domain;
+  std::vector<bool> reduced;
+  std::vector<ConcatPart> parts;
+};
 constexpr size_t kMaxConcatBoxes = 32;  // beyond: one phase (each box is a compiled function)
+constexpr int64_t kMinRefinedRun = 16;  // elements a refined box's runs hold at least
 
-std::vector<ConcatPart> concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
-                                    const std::vector<int>& nodes,
-                                    const std::map<int, int>& materialized, const Dims& domain,
-                                    const std::vector<bool>& reduced) {
+// A concat whose axis is only a factor of a domain axis (a rotary embedding's halves, concat
+// along the head dim of [B, H, T, 64], in a phase over the [B * T, H * 64] of its Linear layer's
+// gradient, whose bias gradient sums the columns) gets no box of the domain as it is. The
+// domain is refined instead: the axis split into [outer, the concat's extent], the same
+// positions in the same order, so that every store and read is the same; the views between the
+// concat and the domain then keep that inner coordinate (Index::viaCoords: the trailing axes the
+// shapes share), the one the boxes walk.
+ConcatBoxes concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
+                        const std::vector<int>& nodes, const std::map<int, int>& materialized,
+                        const Dims& domain, const std::vector<bool>& reduced) {
   auto inner = [](const Dims& s, size_t axis) {
     int64_t p = 1;
     for (size_t i = axis + 1; i < s.size(); ++i) p *= s[i];
@@ -993,21 +1019,39 @@ std::vector<ConcatPart> concatBoxes(const ir::Graph& g, const std::vector<Dims>&
     if (node.op != OpCode::Concat || materialized.count(n) || product(shape) != product(domain))
       continue;
     // The domain axis the concat's axis is (a view of the domain shares it: [B, T, 3C] and
-    // [B * T, 3C]); a kept one in a reduce phase (its boxes hold whole rows).
+    // [B * T, 3C]), or whose inner factor it is; a kept one in a reduce phase (its boxes hold
+    // whole rows).
     const auto axis = static_cast<size_t>(node.attrs.getInt("axis"));
+    const int64_t extent = shape[axis];
+    if (extent < 2) continue;
+    auto fits = [&](size_t a, bool exact) {
+      return !reduced[a] && inner(domain, a) == inner(shape, axis) &&
+             (exact ? domain[a] == extent : domain[a] % extent == 0);
+    };
     size_t a = 0;
-    while (a < domain.size() &&
-           (domain[a] != shape[axis] || inner(domain, a) != inner(shape, axis) || reduced[a]))
-      ++a;
+    while (a < domain.size() && !fits(a, true)) ++a;
+    if (a == domain.size())
+      for (a = 0; a < domain.size() && !fits(a, false);) ++a;
     if (a == domain.size()) continue;
-    std::vector<ConcatPart> boxes;
-    int64_t offset = 0;
+    ConcatBoxes out{domain, reduced, {}};
+    if (domain[a] != extent) {
+      out.domain[a] = domain[a] / extent;
+      out.domain.insert(out.domain.begin() + static_cast<long>(a) + 1, extent);
+      out.reduced.insert(out.reduced.begin() + static_cast<long>(a) + 1, false);
+      ++a;
+    }
+    int64_t offset = 0, shortest = extent;
     for (int o : node.operands) {
       const int64_t len = shapes[o][axis];
-      if (len > 0) boxes.push_back(ConcatPart{a, offset, offset + len});
+      if (len > 0) out.parts.push_back(ConcatPart{a, offset, offset + len});
+      if (len > 0) shortest = std::min(shortest, len);
       offset += len;
     }
-    if (boxes.size() >= 2 && boxes.size() <= kMaxConcatBoxes) return boxes;
+    // A refined box walks runs of its part's length: shorter than a vector, each phase would
+    // walk memory in strides, where the select reads it in order.
+    if (domain.size() != out.domain.size() && shortest * inner(shape, axis) < kMinRefinedRun)
+      continue;
+    if (out.parts.size() >= 2 && out.parts.size() <= kMaxConcatBoxes) return out;
   }
   return {};
 }
@@ -1177,6 +1221,7 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       PhaseBuilder pb(g, shapes, ph, materialized, inKernel, checkNodes);
       pb.carryColumns(std::move(columns), workers, /*blocks=*/launch == nullptr);
       if (box) pb.walkBox(box->axis, box->begin, box->end);
+      if (box && dom != domain) pb.refines(domain, reduced);
       if (launch == nullptr) pb.keepViews();
       pb.build(stores);
       if (ph.reduce) {
@@ -1284,14 +1329,14 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       stores = std::move(rest);
     }
     if (columns.empty()) {
-      std::vector<ConcatPart> boxes;
+      ConcatBoxes boxes;
       if (!stores.empty() && launch == nullptr)
         boxes = concatBoxes(g, shapes, part, materialized, domain, reduced);
-      if (!stores.empty() && boxes.empty())
+      if (!stores.empty() && boxes.parts.empty())
         newPhase(reduce ? "rows" : "loop", domain, reduced, stores);
-      for (size_t j = 0; j < boxes.size(); ++j)
-        newPhase(fmt::format("{}{}", reduce ? "rows" : "loop", j), domain, reduced, stores, {}, 0,
-                 &boxes[j]);
+      for (size_t j = 0; j < boxes.parts.size(); ++j)
+        newPhase(fmt::format("{}{}", reduce ? "rows" : "loop", j), boxes.domain, boxes.reduced,
+                 stores, {}, 0, &boxes.parts[j]);
     } else {
       int64_t units = 1, rowLength = 1;
       for (size_t a = 0; a < domain.size(); ++a) (reduced[a] ? rowLength : units) *= domain[a];

@@ -37,6 +37,8 @@ constexpr Variable kVariables[] = {
     {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
     {"STITCH_HUGE_PAGES", "a boolean (the Python package's host outputs)"},
+    {"STITCH_HOST_POOL_MB",
+     "an integer from 0 to 1048576 (MiB; the Python package's host outputs)"},
     {"STITCH_LIBRARY", "the path of libstitch.so (the Python package)"},
     {"STITCH_CUDA_LIBRARY", "the path of libcuda"},
     {"STITCH_NVRTC_LIBRARY", "the path of libnvrtc"},

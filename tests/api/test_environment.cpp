@@ -47,6 +47,7 @@ constexpr Setting kBad[] = {
     {"STITCH_COMPILE_THREADS", "0"},
     {"STITCH_DISABLE", "banana"},
     {"STITCH_HUGE_PAGES", "banana"},
+    {"STITCH_HOST_POOL_MB", "-1"},
 };
 
 // A valid value for every variable of the table.
@@ -74,6 +75,7 @@ constexpr Setting kGood[] = {
     {"STITCH_COMPILE_THREADS", "256"},
     {"STITCH_DISABLE", "0"},
     {"STITCH_HUGE_PAGES", "yes"},
+    {"STITCH_HOST_POOL_MB", "0"},
     {"STITCH_LIBRARY", "/nonexistent/libstitch.so"},
     {"STITCH_CUDA_LIBRARY", "/nonexistent/libcuda.so"},
     {"STITCH_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so"},

@@ -242,3 +242,45 @@ def test_class_token_gradient_runs_in_stitch(index):
     harness.check_training(ClassToken(index), batches, loss_of)
     harness.expect_in_stitch(backward=["aten.select_backward"])
     harness.expect_no_runtime_fallbacks()
+
+
+def test_matmul_outputs_come_from_the_host_pool(monkeypatch):
+    """The matmuls of a host graph write into outputs from the package's pool of mappings
+    (_compile._library_outputs_from_pool): the second call's output reuses the first's pages once
+    that tensor has died; results match eager, in inference and training (mm, addmm and bmm, in
+    the forward and the backward); STITCH_HOST_POOL_MB=0 gives torch.empty's outputs."""
+    torch.manual_seed(0)
+    monkeypatch.delenv("STITCH_HOST_POOL_MB", raising=False)
+    lin = nn.Linear(64, 512)  # [256, 512] f32 outputs: 512 KiB
+    w = torch.randn(512, 512)
+    v = torch.randn(4, 64, 256)
+
+    def f(x):
+        h = lin(x)
+        return h @ w, torch.bmm(x.view(4, 64, 64), v)
+
+    x = torch.randn(256, 64)
+    compiled = harness.compile_model(f)
+    seen = set()
+    with torch.no_grad():
+        for _ in range(5):
+            a, b = compiled(x)
+            seen.add(a.data_ptr())
+            del a, b
+        a, b = compiled(x)
+        ref = f(x)
+    torch.testing.assert_close(a, ref[0])
+    torch.testing.assert_close(b, ref[1])
+    if harness.STITCH:
+        # Two [256, 512] results a call (h, then the returned one): two blocks serve them all.
+        assert len(seen) <= 2, seen
+        assert not a.untyped_storage().resizable()
+    harness.check_training(nn.Sequential(nn.Linear(64, 512), nn.Tanh(), nn.Linear(512, 64)),
+                           [torch.randn(256, 64), torch.randn(300, 64)],
+                           lambda m, x: m(x).square().mean())
+    monkeypatch.setenv("STITCH_HOST_POOL_MB", "0")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        a, _ = harness.compile_model(f)(x)
+    torch.testing.assert_close(a, ref[0])
+    assert a.untyped_storage().resizable()

@@ -362,7 +362,12 @@ std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, in
 // libm call per element. The same proof as for column tiles, with the element index varying:
 // tiles of T elements aligned to T (T dividing the broadcast extents), in which every index is
 // B + slope * j, contiguous where the slope is 1. Only phases with such divisions are tiled;
-// tiles of at most kElementTile elements and at least 64 (tileSizes).
+// tiles of at most kElementTile elements and at least 16 (tileSizes): a rotary embedding walks
+// its halves in runs of 32 (a concat's boxes, a head dim of 64), and so does a [*, 37] bias. The
+// flat loop there vectorizes into gathers, which bf16 does not have (AVX-512 gathers 32-bit
+// lanes): Llama's bf16 rotary piece ran 2.8x eager's time, and 8x its tiles' (0.30 against
+// 0.037 ms, [8, 4, 128, 64]); f32 gathers cost 2x there. Below 16 a tile is a vector or less
+// and the per-tile index math outweighs it ([*, 12]: no faster than the gathers).
 constexpr int64_t kElementTile = 4096;
 
 std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, int64_t& tile) {
@@ -373,7 +378,7 @@ std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, i
     divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
   }
   if (!divides) return std::nullopt;
-  for (int64_t t : tileSizes(ph, 64, kElementTile)) {
+  for (int64_t t : tileSizes(ph, 16, kElementTile)) {
     tile = t;
     if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
       return f;
