@@ -976,7 +976,8 @@ std::vector<std::vector<int>> parts(const ir::Graph& g, const std::vector<int>& 
 // so the loop stays scalar: torch.cat of three [8, 128, 256] took 20x eager's time, and GPT-2's
 // qkv gradient with its bias gradient (cat, view, column sum) 35x. A phase whose domain has the
 // concat's axis (the concat has the domain's shape, or a view of it that keeps that axis and
-// the ones after it) is therefore walked as one box per part instead (PhaseBuilder::walkBox):
+// the ones after it, or is read at broadcast positions of the domain) is therefore walked as one
+// box per part instead (PhaseBuilder::walkBox):
 // in box j the concat's coordinate along its axis is known to lie in part j, so the concat is
 // that part at a shifted index (a contiguous walk when the part is an input), and every other
 // value of the phase is computed at the same domain positions as before. A reduce phase is
@@ -1016,7 +1017,9 @@ ConcatBoxes concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
   for (int n : nodes) {
     const ir::Node& node = g.node(n);
     const Dims& shape = shapes[n];
-    if (node.op != OpCode::Concat || materialized.count(n) || product(shape) != product(domain))
+    // A concat smaller than the domain is read at broadcast positions (GQA's keys, rotated and
+    // then repeated for the query heads): its own axes still name the domain's.
+    if (node.op != OpCode::Concat || materialized.count(n) || product(shape) > product(domain))
       continue;
     // The domain axis the concat's axis is (a view of the domain shares it: [B, T, 3C] and
     // [B * T, 3C]), or whose inner factor it is; a kept one in a reduce phase (its boxes hold

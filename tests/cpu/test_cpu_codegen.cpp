@@ -521,6 +521,37 @@ TEST(CpuLowering, AConcatAlongAFactorOfAKeptAxisWalksBoxesOfARefinedDomain) {
     }
 }
 
+// Grouped-query attention's keys (Qwen2): rotated, then repeated for the query heads, so the
+// kernel's domain is the broadcast [B, KV, G, T, D] and the concat ([B, KV, T, D]) is smaller
+// than it. Its head-dim axis is still the domain's last: one phase per half, no select (the
+// bf16 piece ran 0.44 ms with the select, 0.045 ms in boxes: bf16 has no gathers).
+TEST(CpuLowering, AConcatReadAtBroadcastPositionsWalksBoxes) {
+  for (const char* dt : {"f32", "bf16"}) {
+    std::string text = fmt::format(
+        "graph k(a: {0}[16, 64], c: f32[1, 1, 8, 32], s: f32[1, 1, 8, 32]) {{\n"
+        " t1 = reshape(a, shape=[2, 8, 2, 32])\n t2 = transpose(t1, perm=[0, 2, 1, 3])\n"
+        " t3 = cast(t2, to=f32)\n t4 = mul(t3, c)\n"
+        " t5 = slice(t2, starts=[0, 0, 0, 0], ends=[2, 2, 8, 16], steps=[1, 1, 1, 1])\n"
+        " t6 = slice(t2, starts=[0, 0, 0, 16], ends=[2, 2, 8, 32], steps=[1, 1, 1, 1])\n"
+        " t7 = neg(t6)\n t8 = concat(t7, t5, axis=3)\n t9 = cast(t8, to=f32)\n"
+        " t10 = mul(t9, s)\n t11 = add(t4, t10)\n t12 = reshape(t11, shape=[2, 2, 1, 8, 32])\n"
+        " t13 = broadcast_to(t12, shape=[2, 2, 2, 8, 32])\n"
+        " t14 = reshape(t13, shape=[2, 4, 8, 32])\n t15 = cast(t14, to={0})\n return t15\n}}\n",
+        dt);
+    ir::Graph g = parseOne(text.c_str());
+    ir::Graph opt = passes::runPasses(g);
+    fusion::Plan plan = fusion::planGraph(opt, {}, *fusion::findProfile("host"));
+    ASSERT_EQ(plan.kernels.size(), 1u) << text;
+    lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
+    ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
+    for (const lower::Phase& ph : p.phases) EXPECT_FALSE(selects(ph)) << lower::printProgram(p);
+    Totals t;
+    std::string f = checkGraph(g, {}, 5, fusion::Mode::Stitch, 1, t);
+    EXPECT_TRUE(f.empty()) << text << f;
+    EXPECT_EQ(t.plannerFailures, 0);
+  }
+}
+
 // Rotary embeddings' concat of two halves computed in the kernel (issue 15): one loop kernel,
 // walked half by half; every output element reads x at its own position within a half in both
 // halves (the rotation pairs element j with j + 2), and the result matches the reference.
