@@ -886,9 +886,10 @@ class _TorchSignature:
     contiguous, costs ~0.5 us less than torch.empty with a shape, dtype and device to parse, a
     tenth of a small call's overhead), the DLTensors of the inputs then the outputs as words,
     complete but for the data pointers (strides NULL: the tensors are contiguous), the shape
-    arrays they point at, a pool of _TorchCall buffers copied from them, and `huge`: per output,
-    the arguments of _huge_page_empty for those run_torch maps into huge pages (design note at
-    the top) or None, or an empty list when there are none."""
+    arrays they point at, a pool of _TorchCall buffers copied from them, and `host`: per output,
+    the arguments of `host_empty` (the pool's, or _huge_page_empty with the pool off) for those
+    run_torch gives a mapping (design note at the top) or None, or an empty list when there are
+    none."""
 
     __slots__ = ("outputs", "like", "template", "shapes", "data_words", "pool", "empty", "empty_like",
                  "contiguous", "num_inputs", "host", "host_empty")
