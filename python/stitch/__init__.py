@@ -89,6 +89,7 @@ __all__ = [
     "version",
     "check_environment",
     "host_empty",
+    "host_allocator",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -1071,17 +1072,26 @@ def _itemsize(dtype: Any) -> int:
 def host_empty(shape: Tuple[int, ...], dtype: Any) -> Any:
     """An uninitialized contiguous CPU tensor for a result of at least 128 KiB from run_torch's
     pool of host mappings (design note at the top), else (or with STITCH_HOST_POOL_MB=0) from
-    torch.empty. The PyTorch hook gives the matmuls of its graphs their outputs from here."""
+    torch.empty. Reads the environment on each call; a caller that allocates on every call
+    takes host_allocator() once instead, as the PyTorch hook does for its graphs' matmuls."""
+    return host_allocator()(shape, dtype)
+
+
+def host_allocator() -> Any:
+    """host_empty with the environment read now: a function (shape, dtype) -> tensor."""
     import torch
-    count = 1
-    for d in shape:
-        count *= d
-    nbytes = count * _itemsize(dtype)
-    pool = _host_pool() if nbytes >= _POOLED_OUTPUT_BYTES else None
-    if pool is None:
-        return torch.empty(shape, dtype=dtype)
-    return pool.empty(nbytes, dtype, count, tuple(shape),
-                      nbytes >= _HUGE_OUTPUT_BYTES and _huge_pages_wanted())
+    pool, huge = _host_pool(), _huge_pages_wanted()
+    empty = torch.empty
+
+    def allocate(shape: Tuple[int, ...], dtype: Any) -> Any:
+        count = 1
+        for d in shape:
+            count *= d
+        nbytes = count * _itemsize(dtype)
+        if pool is None or nbytes < _POOLED_OUTPUT_BYTES:
+            return empty(shape, dtype=dtype)
+        return pool.empty(nbytes, dtype, count, tuple(shape), huge and nbytes >= _HUGE_OUTPUT_BYTES)
+    return allocate
 
 
 def _host_pool() -> Optional[_HostPool]:

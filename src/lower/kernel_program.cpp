@@ -1046,8 +1046,10 @@ ConcatBoxes concatBoxes(const ir::Graph& g, const std::vector<Dims>& shapes,
     int64_t offset = 0, shortest = extent;
     for (int o : node.operands) {
       const int64_t len = shapes[o][axis];
-      if (len > 0) out.parts.push_back(ConcatPart{a, offset, offset + len});
-      if (len > 0) shortest = std::min(shortest, len);
+      if (len > 0) {
+        out.parts.push_back(ConcatPart{a, offset, offset + len});
+        shortest = std::min(shortest, len);
+      }
       offset += len;
     }
     // A refined box walks runs of its part's length: shorter than a vector, each phase would

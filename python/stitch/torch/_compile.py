@@ -186,45 +186,49 @@ def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
     return new_gm
 
 
-def _mm_into_pool(a, b):
-    if a.device.type != "cpu" or a.dtype != b.dtype:
-        return aten.mm.default(a, b)
-    return aten.mm.out(a, b, out=stitch.host_empty((a.shape[0], b.shape[1]), a.dtype))
+# The matmuls whose outputs come from the pool: their .out overloads, and the output's shape from
+# the last two tensor operands (addmm's bias comes first).
+_INTO_POOL = {
+    aten.mm.default: (aten.mm.out, lambda a, b: (a.shape[0], b.shape[1])),
+    aten.addmm.default: (aten.addmm.out, lambda a, b: (a.shape[0], b.shape[1])),
+    aten.bmm.default: (aten.bmm.out, lambda a, b: (a.shape[0], a.shape[1], b.shape[2])),
+}
 
 
-def _addmm_into_pool(bias, a, b, *, beta=1, alpha=1):
-    if a.device.type != "cpu" or a.dtype != b.dtype or bias.dtype != a.dtype:
-        return aten.addmm.default(bias, a, b, beta=beta, alpha=alpha)
-    out = stitch.host_empty((a.shape[0], b.shape[1]), a.dtype)
-    return aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)
+def _into_pool(op: Any, allocate: Any):
+    """`op` writing into an output from `allocate` (stitch.host_allocator) where its operands are
+    CPU tensors of one dtype, as PyTorch's own result would be; else `op` itself."""
+    out, shape_of = _INTO_POOL[op]
 
-
-def _bmm_into_pool(a, b):
-    if a.device.type != "cpu" or a.dtype != b.dtype:
-        return aten.bmm.default(a, b)
-    return aten.bmm.out(a, b, out=stitch.host_empty((a.shape[0], a.shape[1], b.shape[2]),
-                                                    a.dtype))
-
-
-_INTO_POOL = {aten.mm.default: _mm_into_pool, aten.addmm.default: _addmm_into_pool,
-              aten.bmm.default: _bmm_into_pool}
+    def run(*args, **kwargs):
+        ts = [a for a in args if isinstance(a, torch.Tensor)]
+        dt = ts[-1].dtype
+        if any(t.device.type != "cpu" or t.dtype != dt for t in ts):
+            return op(*args, **kwargs)
+        return out(*args, **kwargs, out=allocate(shape_of(ts[-2], ts[-1]), dt))
+    run.__name__ = "%s_into_pool" % op.overloadpacket.__name__
+    return run
 
 
 def _library_outputs_from_pool(gm: fx.GraphModule) -> None:
     """The matmuls of a host graph write into outputs from the package's pool of host mappings
-    (stitch.host_empty), as Stitch's pieces do: a fresh output of a megabyte or more is a block
-    that glibc maps, or takes from a heap it trimmed, and faults page by page on every call;
-    Inductor's graphs reuse buffers instead. Llama's inference step (f32, one thread) faulted
-    ~11,000 pages against Inductor's ~8,500, 1.5 us each; its logits alone are 8,192 pages."""
-    changed = False
-    for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if n.op == "call_function" and n.target in _INTO_POOL and \
-                isinstance(val, torch.Tensor) and val.device.type == "cpu":
-            n.target = _INTO_POOL[n.target]
-            changed = True
-    if changed:
-        gm.recompile()
+    (stitch.host_allocator, the environment read once per graph), as Stitch's pieces do: a fresh
+    output of a megabyte or more is a block that glibc maps, or takes from a heap it trimmed, and
+    faults page by page on every call; Inductor's graphs reuse buffers instead. Llama's inference
+    step (f32, one thread) faulted ~11,000 pages against Inductor's ~8,500, 1.5 us each; its
+    logits alone are 8,192 pages."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in _INTO_POOL
+             and isinstance(n.meta.get("val"), torch.Tensor)
+             and n.meta["val"].device.type == "cpu"]
+    if not nodes or stitch._host_pool() is None:
+        return
+    allocate = stitch.host_allocator()
+    wrapped: Dict[Any, Any] = {}
+    for n in nodes:
+        if n.target not in wrapped:
+            wrapped[n.target] = _into_pool(n.target, allocate)
+        n.target = wrapped[n.target]
+    gm.recompile()
 
 
 def partition(joint: fx.GraphModule, joint_inputs, **kwargs):
