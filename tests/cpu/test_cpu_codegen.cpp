@@ -1232,6 +1232,30 @@ TEST(CpuCodegen, HalfStoresRoundToNearestEven) {
     }
 }
 
+// A bf16 op rounds its result where it computes it (as PyTorch rounds each op's), and its store
+// writes those bits without rounding them a second time: one round-to-nearest-even (its NaN test,
+// `fcmp uno`) per rounded result in the emitted IR, none for a bf16 value loaded and stored.
+// The values are the reference's (the sigmoid's intermediate cast rounds as eager's does).
+TEST(CpuCodegen, Bf16ResultsRoundOnceBeforeTheirStore) {
+  ir::Graph g = parseOne(
+      "graph s(a: bf16[64, 48], b: bf16[64, 48]) {\n f = cast(a, to=f32)\n"
+      " e = sigmoid(f)\n h = cast(e, to=bf16)\n y = mul(h, b)\n c = add(a, b)\n"
+      " return y, a, c\n}\n");
+  fusion::PlannerOptions opts;
+  opts.mode = fusion::Mode::Stitch;
+  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  const std::string ir = codegen::programIR(p, "s");
+  size_t roundings = 0;
+  for (size_t at = ir.find("fcmp uno"); at != std::string::npos; at = ir.find("fcmp uno", at + 1))
+    ++roundings;
+  EXPECT_EQ(roundings, 3u) << ir;  // h, y and c; the copy of a none
+  Totals t;
+  std::string f = checkGraph(g, {}, 7, fusion::Mode::Stitch, 3, t);
+  EXPECT_TRUE(f.empty()) << f;
+}
+
 // The inline f32 transcendentals (codegen/llvm/inline_math.h) at their edges: NaN, infinities,
 // signed zeros, the overflow threshold, subnormal inputs and results (rounded once), |x| past the
 // clamps of erf and tanh, log and log1p at 0, -1, below their domain and at the largest floats.

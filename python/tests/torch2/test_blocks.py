@@ -284,3 +284,37 @@ def test_matmul_outputs_come_from_the_host_pool(monkeypatch):
         a, _ = harness.compile_model(f)(x)
     torch.testing.assert_close(a, ref[0])
     assert a.untyped_storage().resizable()
+
+
+class AutocastProjections(nn.Module):
+    """Three Linear layers on one normalized input, as attention's q, k and v: under bf16
+    autocast each f32 weight is cast to bf16 on every call, a piece reading only a graph input."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(d, d, bias=False) for _ in range(3))
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6)
+            return (torch.sigmoid(self.q(h)) * self.k(h) + self.v(h)).float()
+
+
+@harness.needs_stitch
+@pytest.mark.skipif(harness.DEVICE.type != "cpu", reason="bf16 autocast of the CPU")
+def test_casts_of_graph_inputs_join_the_nearest_piece():
+    """Autocast's weight casts read graph inputs only and would each be a program of their own;
+    they join the norm's piece before them (Partitioner._merge_input_only): one program for the
+    norm and the three casts, one for the gate, in inference; training matches eager too."""
+    torch.manual_seed(0)
+    model = AutocastProjections()
+    batches = [torch.randn(2, 8, 32), torch.randn(3, 5, 32)]
+    harness.check_inference(model, batches, lambda m, x: m(x))
+    graphs = [g for r in harness.reports() for g in r.graphs if g.kind == "inference"]
+    assert graphs and all(g.programs == 2 for g in graphs), harness.describe()
+    casts = [p for g in graphs for p in g.pieces if "aten._to_copy" in p["ops"]
+             and "aten.rsqrt" in p["ops"]]
+    assert casts and all(p["ops"].count("aten._to_copy") >= 3 for p in casts), harness.describe()
+    harness.reset()
+    harness.check_training(AutocastProjections(), batches, lambda m, x: m(x).square().mean())
+    harness.expect_no_runtime_fallbacks()

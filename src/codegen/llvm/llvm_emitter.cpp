@@ -17,6 +17,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 
 #include "codegen/llvm/inline_math.h"
 #include "lower/row_cache.h"
@@ -512,11 +513,18 @@ class PhaseEmitter {
   llvm::Value* round(llvm::Value* v, DType t) {
     if (t == DType::F16)
       return B_.CreateFPExt(B_.CreateFPTrunc(v, B_.getHalfTy()), B_.getFloatTy());
-    if (t == DType::BF16) return B_.CreateBitCast(B_.CreateShl(bf16Bits32(v), 16), B_.getFloatTy());
+    if (t == DType::BF16) return fromBf16Bits(bf16Bits32(v));
     return v;
+  }
+  // The f32 value of bf16 `bits` (in the low 16 bits of an i32), remembered as exact in bf16.
+  llvm::Value* fromBf16Bits(llvm::Value* bits) {
+    llvm::Value* f = B_.CreateBitCast(B_.CreateShl(bits, 16), B_.getFloatTy());
+    exactBf16_[f] = bits;
+    return f;
   }
   // bf16 bits (in the low 16 bits of an i32) of an f32 value, round to nearest even.
   llvm::Value* bf16Bits32(llvm::Value* v) {
+    if (auto it = exactBf16_.find(v); it != exactBf16_.end()) return it->second;
     llvm::Value* bits = B_.CreateBitCast(v, B_.getInt32Ty());
     llvm::Value* lsb = B_.CreateAnd(B_.CreateLShr(bits, 16), 1);
     llvm::Value* rounded =
@@ -532,9 +540,7 @@ class PhaseEmitter {
     switch (in.dtype) {
       case DType::F16:
         return B_.CreateFPExt(B_.CreateBitCast(raw, B_.getHalfTy()), B_.getFloatTy());
-      case DType::BF16:
-        return B_.CreateBitCast(B_.CreateShl(B_.CreateZExt(raw, B_.getInt32Ty()), 16),
-                                B_.getFloatTy());
+      case DType::BF16: return fromBf16Bits(B_.CreateZExt(raw, B_.getInt32Ty()));
       case DType::Bool: return B_.CreateICmpNE(raw, B_.getInt8(0));
       case DType::F32:
       case DType::F64:
@@ -650,6 +656,11 @@ class PhaseEmitter {
            (args_ && args_->insts[static_cast<size_t>(id)] >= 0);
   }
   std::vector<llvm::Value*> vals_;
+  // f32 values known exact in bf16 (a bf16 load's, a result rounded to bf16), with their bits.
+  // Every bf16 op rounds its result (as PyTorch does), so its store would round it a second
+  // time: about 8 more vector instructions an element, which LLVM does not fold (the NaN select
+  // hides that the second rounding changes nothing).
+  std::unordered_map<llvm::Value*, llvm::Value*> exactBf16_;
   std::vector<llvm::Value*> bufs_;
   std::vector<llvm::AllocaInst*> accSlots_;   // the running value (wide accs: the block's)
   std::vector<llvm::AllocaInst*> wideSlots_;  // wide accs: the f64 total of the blocks
