@@ -249,15 +249,20 @@ class Partitioner:
     def _merge_input_only(self, group: Dict[fx.Node, int], members: Dict[int, set],
                           order: Dict[fx.Node, int]) -> None:
         """Joins each group that reads nothing but graph inputs to the nearest group before it
-        (on the same devices, where the merge makes no cycle). Such groups are connected to no
-        other piece: autocast's cast of each Linear's f32 weight to bf16 is one, every layer
-        has seven, and each would be a program of its own whose call costs more on the host
-        than its kernel (Llama at bf16: 29 of 50 programs a step). Joining the nearest earlier
-        group, not one shared group at the start, moves each result only a few library ops
-        earlier, so a model's casts of its weights are not all alive at once."""
+        that will be a piece (not views only; on the same devices; where the merge makes no
+        cycle). Such groups are connected to no other piece: autocast's cast of each Linear's
+        f32 weight to bf16 is one, every layer has seven, and each would be a program of its own
+        whose call costs more on the host than its kernel (Llama at bf16: 29 of 50 programs a
+        step). Joining the nearest earlier group, not one shared group at the start, moves each
+        result only a few library ops earlier, so a model's casts of its weights are not all
+        alive at once."""
         def devices(ms):
             return frozenset(m.meta["stitch"].device.type for m in ms
                              if isinstance(m.meta.get("stitch"), TensorMeta))
+
+        def layout_only(ms):  # left to PyTorch as views (run): no piece to join
+            return {self.d.key(self.gm, m)[0] for m in ms} <= (
+                self.d.table.layout_only | {operator.getitem})
 
         def input_only(ms):
             return all(a in ms or a.op in ("placeholder", "get_attr")
@@ -271,7 +276,7 @@ class Partitioner:
             earlier = sorted((k for k in members if k != gid and first[k] < first[gid]),
                              key=first.get, reverse=True)
             for k in earlier[:8]:  # the nearest few: a merge farther back would hold results longer
-                if devices(members[k]) != mine:
+                if devices(members[k]) != mine or layout_only(members[k]):
                     continue
                 merged = members[k] | members[gid]
                 if self._creates_cycle(merged, group, {j: v for j, v in members.items()
