@@ -30,9 +30,9 @@ programs) and adds only what Python callers expect:
   signature not seen goes through ``stitch_program_output_shape``, and the C run checks every
   call. Concurrent calls each take their own array copy from a per-signature pool, so threads
   never write each other's pointers.
-* Fresh host outputs and page faults: a CPU output of 128 KiB or more from ``torch.empty`` is a
-  block that glibc maps, or takes from a heap it has trimmed, and every 4 KiB page of it faults on
-  first touch; on the machines we run on a fault costs about as much as writing the page, so the
+* Fresh host outputs and page faults: a CPU output of a megabyte or more from ``torch.empty`` is
+  a block that glibc maps, or takes from a heap it has trimmed, and every 4 KiB page of it faults
+  on first touch; on the machines we run on a fault costs about as much as writing the page, so the
   faults, not the kernel, set the time of such a piece (Llama's SwiGLU piece, [1024, 640]: 0.07 ms
   alone, 0.6-0.8 ms in the model). run_torch takes those outputs from a pool of private anonymous
   mappings instead (_HostPool): a tensor over a ctypes array exported from the mapping
@@ -991,9 +991,13 @@ def _huge_page_empty(nbytes: int, dtype: Any, count: int, shape: Tuple[int, ...]
     return torch.frombuffer(_new_mapping(nbytes, huge), dtype=dtype, count=count).view(shape)
 
 
-# Host outputs from this size up come from the pool (design note at the top): glibc's smallest
-# mmap threshold, below which its heap serves blocks without faults.
-_POOLED_OUTPUT_BYTES = 128 << 10
+# Host outputs from this size up come from the pool (design note at the top). Below it glibc's
+# heap serves blocks without faults once its adaptive mmap threshold has risen past them (the
+# first large block a program frees does that): Llama's steps (f32 and bf16 inference, GPT-2's f32
+# training) faulted as often with 128 KiB here as with 1 MiB, and the pool's Python work per output
+# (a finalizer, a ctypes array, a tensor over it: ~3.6 us against torch.empty's ~0.9) cost Llama's
+# bf16 inference step ~0.5 ms over its ~100 outputs of 128 KiB-1 MiB (weights cast by autocast).
+_POOLED_OUTPUT_BYTES = 1 << 20
 
 
 class _HostPool:
@@ -1070,7 +1074,7 @@ def _itemsize(dtype: Any) -> int:
 
 
 def host_empty(shape: Tuple[int, ...], dtype: Any) -> Any:
-    """An uninitialized contiguous CPU tensor for a result of at least 128 KiB from run_torch's
+    """An uninitialized contiguous CPU tensor for a result of at least 1 MiB from run_torch's
     pool of host mappings (design note at the top), else (or with STITCH_HOST_POOL_MB=0) from
     torch.empty. Reads the environment on each call; a caller that allocates on every call
     takes host_allocator() once instead, as the PyTorch hook does for its graphs' matmuls."""

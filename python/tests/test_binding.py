@@ -302,7 +302,7 @@ def test_run_torch_maps_large_host_outputs_into_huge_pages(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# run_torch: host outputs of 128 KiB or more come from a pool of mappings (STITCH_HOST_POOL_MB)
+# run_torch: host outputs of 1 MiB or more come from a pool of mappings (STITCH_HOST_POOL_MB)
 
 def test_run_torch_reuses_a_host_output_only_after_its_storage_dies(monkeypatch):
     """A freed output's mapping serves the next output of its size, with its pages faulted
@@ -311,8 +311,11 @@ def test_run_torch_reuses_a_host_output_only_after_its_storage_dies(monkeypatch)
     torch = pytest.importorskip("torch")
     monkeypatch.delenv("STITCH_HOST_POOL_MB", raising=False)
     text = "graph g(x: f32[N, M]) {\n y = mul(x, 2)\n return y\n}\n"
-    x = torch.randn(256, 512)  # 512 KiB
+    x = torch.randn(256, 1024)  # 1 MiB
     p = _engine().compile(stitch.parse(text))
+    if hasattr(x, "untyped_storage"):  # PyTorch 2.x; 1.13 has no resizable()
+        [small] = p.run_torch([x[:255]])  # just under 1 MiB: torch.empty's (resizable)
+        assert small.untyped_storage().resizable()
     [y1] = p.run_torch([x])
     first = y1.data_ptr()
     tail = y1[3:]  # a view: the storage lives on

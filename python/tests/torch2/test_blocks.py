@@ -251,8 +251,8 @@ def test_matmul_outputs_come_from_the_host_pool(monkeypatch):
     the forward and the backward); STITCH_HOST_POOL_MB=0 gives torch.empty's outputs."""
     torch.manual_seed(0)
     monkeypatch.delenv("STITCH_HOST_POOL_MB", raising=False)
-    lin = nn.Linear(64, 512)  # [256, 512] f32 outputs: 512 KiB
-    w = torch.randn(512, 512)
+    lin = nn.Linear(64, 1024)  # [256, 1024] f32 outputs: 1 MiB
+    w = torch.randn(1024, 1024)
     v = torch.randn(4, 64, 256)
 
     def f(x):
@@ -272,7 +272,7 @@ def test_matmul_outputs_come_from_the_host_pool(monkeypatch):
     torch.testing.assert_close(a, ref[0])
     torch.testing.assert_close(b, ref[1])
     if harness.STITCH:
-        # Two [256, 512] results a call (h, then the returned one): two blocks serve them all.
+        # Two 1 MiB+ results a call (h, then the returned one): two blocks serve them all.
         assert len(seen) <= 2, seen
         assert not a.untyped_storage().resizable()
     harness.check_training(nn.Sequential(nn.Linear(64, 512), nn.Tanh(), nn.Linear(512, 64)),
