@@ -29,8 +29,9 @@ backward (for softmax) are converted directly.
 from __future__ import annotations
 
 import itertools
+import math
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -195,17 +196,16 @@ _INTO_POOL = {
 }
 
 
-def _into_pool(op: Any, allocate: Any):
-    """`op` writing into an output from `allocate` (stitch.host_allocator) where its operands are
-    CPU tensors of one dtype, as PyTorch's own result would be; else `op` itself."""
+def _into_pool(op: Any, allocate: Any, dtype: Any, shape: Optional[Tuple[int, ...]]):
+    """`op` writing into an output of `dtype` from `allocate` (stitch.host_allocator): of `shape`
+    where the graph fixes it, else of the shape its operands give at each call."""
     out, shape_of = _INTO_POOL[op]
-
-    def run(*args, **kwargs):
-        ts = [a for a in args if isinstance(a, torch.Tensor)]
-        dt = ts[-1].dtype
-        if any(t.device.type != "cpu" or t.dtype != dt for t in ts):
-            return op(*args, **kwargs)
-        return out(*args, **kwargs, out=allocate(shape_of(ts[-2], ts[-1]), dt))
+    if shape is not None:
+        def run(*args, **kwargs):
+            return out(*args, **kwargs, out=allocate(shape, dtype))
+    else:
+        def run(*args, **kwargs):
+            return out(*args, **kwargs, out=allocate(shape_of(args[-2], args[-1]), dtype))
     run.__name__ = "%s_into_pool" % op.overloadpacket.__name__
     return run
 
@@ -216,18 +216,29 @@ def _library_outputs_from_pool(gm: fx.GraphModule) -> None:
     output of a megabyte or more is a block that glibc maps, or takes from a heap it trimmed, and
     faults page by page on every call; Inductor's graphs reuse buffers instead. Llama's inference
     step (f32, one thread) faulted ~11,000 pages against Inductor's ~8,500, 1.5 us each; its
-    logits alone are 8,192 pages."""
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in _INTO_POOL
-             and isinstance(n.meta.get("val"), torch.Tensor)
-             and n.meta["val"].device.type == "cpu"]
-    if not nodes or stitch._host_pool() is None:
+    logits alone are 8,192 pages. Decided per node from the graph's types, which Dynamo's guards
+    fix: a matmul whose operands are CPU tensors of one dtype (as PyTorch's own result would be),
+    whose result may reach the pool's size (a static one below it keeps PyTorch's call, with no
+    wrapper's Python on its path)."""
+    floor = stitch._POOLED_OUTPUT_BYTES
+    chosen = []
+    for n in gm.graph.nodes:
+        val = n.meta.get("val") if n.op == "call_function" and n.target in _INTO_POOL else None
+        if not isinstance(val, torch.Tensor) or val.device.type != "cpu":
+            continue
+        operands = [a.meta.get("val") for a in n.args if isinstance(a, fx.Node)]
+        if not all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dtype == val.dtype
+                   for v in operands):
+            continue
+        shape = tuple(val.shape) if all(isinstance(d, int) for d in val.shape) else None
+        if shape is not None and math.prod(shape) * val.element_size() < floor:
+            continue
+        chosen.append((n, val.dtype, shape))
+    if not chosen or stitch._host_pool() is None:
         return
     allocate = stitch.host_allocator()
-    wrapped: Dict[Any, Any] = {}
-    for n in nodes:
-        if n.target not in wrapped:
-            wrapped[n.target] = _into_pool(n.target, allocate)
-        n.target = wrapped[n.target]
+    for n, dtype, shape in chosen:
+        n.target = _into_pool(n.target, allocate, dtype, shape)
     gm.recompile()
 
 
