@@ -40,7 +40,11 @@ was allocated when they started (every contender's weights stay resident).
 
 First step, warm: a second process re-runs the row's compiled contenders with the caches the first
 filled and times each first step; for Stitch it reports the kernels compiled in that process
-(the engine's cache statistics) and the signatures served from whole-program cache entries.
+(the engine's cache statistics), the signatures served from whole-program cache entries, and
+Stitch's own time in that first step (GraphReport.stitch_seconds: partitioning and building the
+pieces, compiling their programs, each input signature's set-up with its first run): the first
+step minus the second minus that is Dynamo's and AOTAutograd's time and the step's other
+first-time costs.
 
 The split of a step, per contender: four more steps under torch.profiler (CPU activity), the
 first untimed (the profiler's own start-up), each of the others in a record_function of its own;
@@ -250,6 +254,7 @@ def _stitch_report(st) -> dict:
             "failed_pieces": [p["name"] + ": " + p["failed"] for g in graphs for p in g.pieces
                               if p["failed"] is not None],
             "eager_runs": sum(sum(g.runtime_fallbacks.values()) for g in graphs),
+            "stitch_s": sum(g.stitch_seconds() for g in graphs),
             "plan_stats": stats, "summary": [r.name + ": " + g.lines()[0]
                                              for r in st.all_reports() for g in r.graphs]}
 
@@ -356,6 +361,7 @@ def warm_peer(job: dict) -> dict:
                 rep = _stitch_report(st)
                 res[c].update(kernels_compiled=after["compiles"] - before["compiles"],
                               disk_hits=after["disk_hits"] - before["disk_hits"],
+                              stitch_s=rep["stitch_s"],
                               warm_starts=rep["plan_stats"].get("warm_starts", 0),
                               signatures=rep["plan_stats"].get("signatures", 0))
         except Exception as e:  # noqa: BLE001
@@ -438,23 +444,33 @@ def markdown(rows, host, a, command) -> str:
         L.append("| %s | %s | %s |" % (_label(r), " | ".join(cells), fmt_x(r.get("rest_ratio"))))
     if a.first_step:
         L += ["", "First step (s): cold (fresh caches) and warm (a new process on the caches the "
-              "first filled); the warm process's second step (ms) for reference; kernels Stitch "
-              "compiled in the warm process and signatures it served from program entries:", "",
+              "first filled); the warm process's second step (ms) for reference; Stitch's own "
+              "time in its warm first step (s: partitioning, programs compiled, each signature's "
+              "set-up and first run; GraphReport.stitch_seconds), and the rest of that first step "
+              "beyond its second (Dynamo, AOTAutograd and the step's first-time costs); kernels "
+              "Stitch compiled in the warm process and signatures it served from program "
+              "entries:", "",
               "| row | eager | inductor cold | inductor warm | stitch cold | stitch warm | "
-              "warm 2nd step ms ind / st | stitch kernels compiled (warm) | warm starts |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "warm 2nd step ms ind / st | stitch own (warm) | rest beyond 2nd step | "
+              "stitch kernels compiled (warm) | warm starts |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
         def sec(d, k, scale=1.0):
             if d and d.get(k) is not None:
                 return "%.2f" % (d[k] * scale)
             return "error" if d and d.get("error") else "—"
+        def rest(d):
+            if d and all(d.get(k) is not None for k in ("first_s", "second_s", "stitch_s")):
+                return "%.2f" % (d["first_s"] - d["second_s"] - d["stitch_s"])
+            return "—"
         for r in rows:
             C, W = r.get("contenders", {}), r.get("warm") or {}
-            L.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |" % (
+            L.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |" % (
                 _label(r), sec(C.get("eager"), "first_s"), sec(C.get("inductor"), "first_s"),
                 sec(W.get("inductor"), "first_s"), sec(C.get("stitch"), "first_s"),
                 sec(W.get("stitch"), "first_s"), sec(W.get("inductor"), "second_s", 1e3),
-                sec(W.get("stitch"), "second_s", 1e3),
+                sec(W.get("stitch"), "second_s", 1e3), sec(W.get("stitch"), "stitch_s"),
+                rest(W.get("stitch")),
                 W.get("stitch", {}).get("kernels_compiled", "—"),
                 W.get("stitch", {}).get("warm_starts", "—")))
     errors = ["- %s, %s: %s" % (_label(r), c, d[k]) for r in rows

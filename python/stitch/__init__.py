@@ -70,6 +70,7 @@ import mmap
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -745,6 +746,10 @@ class Program:
         self.output_dtypes = [graph.value_info(i, output=True)[1]
                               for i in range(graph.num_outputs)]
         self._torch_signatures: Dict[tuple, "_TorchSignature"] = {}  # run_torch's, by key
+        # Wall seconds of run_torch's calls on input signatures it had not seen: each signature's
+        # set-up (the C API's plan, its kernels compiled or loaded from the cache) with its first
+        # run. What the PyTorch hook reports as Stitch's own time beside its partitioning.
+        self.first_call_seconds = 0.0
 
     @property
     def num_inputs(self) -> int:
@@ -817,7 +822,9 @@ class Program:
         ins = [t if t.is_contiguous() else t.contiguous() for t in inputs]
         key = tuple([d for t in ins for d in (t.shape, t.dtype, t.device)])
         sig = self._torch_signatures.get(key)
+        t0 = None
         if sig is None:
+            t0 = time.perf_counter()
             sig = self._torch_signature(ins, key)
         empty, empty_like, contiguous = sig.empty, sig.empty_like, sig.contiguous
         if sig.host:  # apart, so that the usual call pays nothing for host mappings
@@ -838,6 +845,8 @@ class Program:
             words[k] = t.data_ptr()
         status = _program_run_at(self._h, call.inputs, len(ins), call.outputs, len(outs), stream)
         pool.append(call)
+        if t0 is not None:
+            self.first_call_seconds += time.perf_counter() - t0
         if status:
             _check(status)
         return outs

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -139,10 +140,12 @@ class Piece:
         with self.lock:
             p = self.programs.get(device)
             if p is None:
+                t0 = time.perf_counter()
                 engine = engine_for(device)
                 self.report.backend = engine.backend
                 p = self.programs[device] = engine.compile(self.graph)
                 self.report.add_program(p)
+                self.report.add_build_seconds(time.perf_counter() - t0)
             return p
 
     def __call__(self, *args):

@@ -38,6 +38,7 @@ class GraphReport:
         self.saved_tensors: Optional[int] = None  # a backward graph: tensors the forward saved
         self._programs: List[weakref.ref] = []  # the pieces' programs, one per device
         self._lock = threading.Lock()
+        self.build_s = 0.0  # wall seconds partitioning this graph and compiling its programs
 
     def __deepcopy__(self, memo):
         return self  # a record of what was compiled: a copied module shares it with its pieces
@@ -88,6 +89,21 @@ class GraphReport:
         """A piece's program (stitch.Program), whose statistics plan_stats() sums."""
         with self._lock:
             self._programs.append(weakref.ref(program))
+
+    def add_build_seconds(self, seconds: float) -> None:
+        with self._lock:
+            self.build_s += seconds
+
+    def stitch_seconds(self) -> float:
+        """Stitch's own wall time on this graph so far, beside the steady runs of its programs:
+        partitioning and building the pieces, compiling their programs, and each input
+        signature's set-up with its first run (Program.first_call_seconds: plans made or found,
+        kernels compiled or loaded). What a first step costs beyond Dynamo's and AOTAutograd's
+        own time and the step itself (BENCHMARKS.md, "Whole models")."""
+        with self._lock:
+            programs = [r() for r in self._programs]
+            total = self.build_s
+        return total + sum(p.first_call_seconds for p in programs if p is not None)
 
     def plan_stats(self) -> Dict[str, int]:
         """The pieces' programs' Program.stats() summed: input signatures run so far, how many

@@ -166,3 +166,25 @@ def test_disable_returns_the_graph_unchanged():
     p = subprocess.run([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout
+
+
+def test_stitch_seconds_count_building_and_first_calls_only():
+    """GraphReport.stitch_seconds: the graph's partitioning and its programs' compiles (build_s),
+    plus each program's calls on an input signature it had not seen (first_call_seconds);
+    further calls on a known signature add nothing."""
+    stitch.torch.clear_reports()
+    model = WithCumsum().eval()
+    compiled = harness.compile_model(model)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        compiled(x)
+    [g] = [g for r in stitch.torch.all_reports() for g in r.graphs]
+    programs = [r() for r in g._programs]
+    assert programs and all(p.first_call_seconds > 0 for p in programs)
+    assert g.build_s > 0
+    first = g.stitch_seconds()
+    assert first >= g.build_s + sum(p.first_call_seconds for p in programs) - 1e-9
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(x)
+    assert g.stitch_seconds() == first
