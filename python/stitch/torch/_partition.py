@@ -193,11 +193,12 @@ class Partitioner:
 
     # -- 2. partition -------------------------------------------------------------------------
     @staticmethod
-    def _creates_cycle(members: set, group: Dict[fx.Node, int],
-                       groups: Dict[int, set]) -> bool:
+    def _creates_cycle(members: set, group: Dict[fx.Node, int], groups: Dict[int, set],
+                       exclude: Tuple[int, ...]) -> bool:
         """True if some path leaves `members` and comes back into it, where a path that enters
-        another group may leave it from any of its nodes (the group becomes one call): so the
-        graph of pieces and PyTorch nodes stays acyclic after every merge."""
+        another group (of `groups`, but for those in `exclude`) may leave it from any of its nodes
+        (the group becomes one call): so the graph of pieces and PyTorch nodes stays acyclic after
+        every merge."""
         frontier = [u for m in members for u in m.users if u not in members]
         seen: set = set()
         seen_groups: set = set()
@@ -209,7 +210,7 @@ class Partitioner:
                 continue
             seen.add(x)
             g = group.get(x)
-            if g is not None and g in groups and g not in seen_groups and x not in members:
+            if g is not None and g in groups and g not in exclude and g not in seen_groups:
                 seen_groups.add(g)
                 for y in groups[g]:
                     if y not in members:
@@ -218,6 +219,7 @@ class Partitioner:
         return False
 
     def _groups(self, supported: Dict[fx.Node, bool]) -> List[List[fx.Node]]:
+        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         group: Dict[fx.Node, int] = {}
         members: Dict[int, set] = {}
         next_id = 0
@@ -233,15 +235,13 @@ class Partitioner:
                 if ga is None or ga == gid:
                     continue
                 merged = members[ga] | members[gid]
-                if self._creates_cycle(merged, group, {k: v for k, v in members.items()
-                                                       if k not in (ga, gid)}):
+                if self._creates_cycle(merged, group, members, (ga, gid)):
                     continue
                 for m in members[gid]:
                     group[m] = ga
                 members[ga] = merged
                 del members[gid]
                 gid = ga
-        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         self._merge_input_only(group, members, order)
         return sorted((sorted(ms, key=order.get) for ms in members.values()),
                       key=lambda ms: order[ms[0]])
@@ -275,12 +275,11 @@ class Partitioner:
             mine = devices(members[gid])
             earlier = sorted((k for k in members if k != gid and first[k] < first[gid]),
                              key=first.get, reverse=True)
-            for k in earlier[:8]:  # the nearest few: a merge farther back would hold results longer
+            for k in earlier[:3]:  # the nearest few: a merge farther back would hold results longer
                 if devices(members[k]) != mine or layout_only(members[k]):
                     continue
                 merged = members[k] | members[gid]
-                if self._creates_cycle(merged, group, {j: v for j, v in members.items()
-                                                       if j not in (k, gid)}):
+                if self._creates_cycle(merged, group, members, (k, gid)):
                     continue
                 for m in members[gid]:
                     group[m] = k
@@ -421,7 +420,6 @@ class Partitioner:
                 for k, s in enumerate(b.g.value_info(i)[2]):
                     if isinstance(s, str) and s not in symbol_dims:
                         symbol_dims[s] = (i, k)
-            kernels = self._count_kernels(b, members, symbol_dims)
         except (Unsupported, StitchError) as e:
             why = e.message.splitlines()[0] if isinstance(e, StitchError) else str(e)
             for m in members:
@@ -435,25 +433,37 @@ class Partitioner:
         scalar_ext = [a for a in ext if a not in tensor_ext]
         checks = [(scalar_ext.index(nd), v) for nd, v in b.scalar_checks]
         size_args = [scalar_ext.index(nd) for nd in b.size_inputs]
-        eager = self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
+        def eager():
+            return self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
         piece = Piece(name, b.g, eager, len(tensor_ext) + len(params), checks, symbol_dims,
                       report, d.check_grad, layouts, b.index_errors, size_args)
         real = [m for m in members if not _is_tuple_element(m)]
         ops = [d.op_name(gm, m) for m in real]
-        report.add_piece(name, ops, [d.origin(gm, m) for m in real], kernels)
-        log.info("stitch: %s replaces %d ops (%s) with one program of %d kernel(s)",
-                 name, len(ops), ", ".join(ops), kernels)
+        report.add_piece(name, ops, [d.origin(gm, m) for m in real],
+                         self._kernel_counter(b.g, members, symbol_dims))
+        if log.isEnabledFor(logging.INFO):
+            log.info("stitch: %s replaces %d ops (%s) with one program of %d kernel(s)",
+                     name, len(ops), ", ".join(ops), report.pieces[-1]["kernels"])
         return piece, (tensor_ext, params, scalar_ext, outputs)
 
-    def _count_kernels(self, b: Builder, members, symbol_dims) -> int:
+    def _kernel_counter(self, graph, members, symbol_dims) -> Callable[[], int]:
+        """The kernels in the piece's plan at the compile-time sizes, for the report: counted
+        when the report is first read (a plan per piece costs ~1 ms, and runs that never read
+        the report should not pay for it); 0 where the plan cannot be made then."""
         devices = {m.meta["stitch"].device.type for m in members
                    if isinstance(m.meta.get("stitch"), TensorMeta)}
-        try:
-            sizes = {s: self.sizes[s] for s in symbol_dims}
-            plan = b.g.explain_plan(sizes, format="json", target=self.d.plan_target(devices))
-            return len(plan.get("kernels", []))
-        except (StitchError, KeyError):
-            return 0
+        target = self.d.plan_target(devices)
+        sizes = {s: self.sizes.get(s) for s in symbol_dims}
+
+        def count() -> int:
+            if any(v is None for v in sizes.values()):
+                return 0
+            try:
+                plan = graph.explain_plan(sizes, format="json", target=target)
+                return len(plan.get("kernels", []))
+            except Exception:  # noqa: BLE001 - a report figure must not fail a run
+                return 0
+        return count
 
     def _eager_module(self, members, tensor_ext, params, scalar_inputs, outputs):
         g = fx.Graph()

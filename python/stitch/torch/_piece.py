@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -74,7 +74,8 @@ class Piece:
     """Called from the rewritten fx graph (as a call_function target, so that it is no
     submodule: the 1.13 path's module shares its parameters and children with the original)."""
 
-    def __init__(self, name: str, graph: "_stitch.Graph", eager: fx.GraphModule,
+    def __init__(self, name: str, graph: "_stitch.Graph",
+                 eager: Callable[[], fx.GraphModule],
                  num_tensors: int, scalar_checks: List[Tuple[int, Any]],
                  symbol_dims: Dict[str, Tuple[int, int]], report: GraphReport,
                  check_grad: bool, layouts: List[Optional[Tuple[int, ...]]],
@@ -83,7 +84,11 @@ class Piece:
         self.__name__ = self.__qualname__ = name
         self.__module__ = "stitch.torch"
         self.graph = graph
-        self.eager = eager
+        # The piece's own nodes as an fx module, to run them eagerly when Stitch cannot take a
+        # call: made on the first such call (a module's recompile costs ~1 ms, and most pieces
+        # never fall back: a warm start of T5's training step made 96 of them for nothing).
+        self._make_eager = eager
+        self._eager: Optional[fx.GraphModule] = None
         self.num_tensors = num_tensors
         self.scalar_checks = scalar_checks  # (position among the scalar args, value or symbol)
         self.symbol_dims = symbol_dims      # symbol -> (tensor input index, dim)
@@ -118,6 +123,14 @@ class Piece:
     def __deepcopy__(self, memo):
         # Programs are compiled code: a copy of a module shares them (parameters are inputs).
         return self
+
+    @property
+    def eager(self) -> fx.GraphModule:
+        with self.lock:
+            if self._eager is None:
+                self._eager = self._make_eager()
+                self._make_eager = None  # drop what it held of the original graph
+            return self._eager
 
     def _fallback(self, reason: str, args):
         r = "%s: %s" % (self.__name__, reason)

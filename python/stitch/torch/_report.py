@@ -18,7 +18,20 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
+
+
+class _PieceEntry(dict):
+    """A piece of GraphReport.pieces: a dict whose "kernels" is counted when first read."""
+
+    count_kernels: Optional[Callable[[], int]] = None
+
+    def __missing__(self, key: str) -> Any:
+        if key != "kernels" or self.count_kernels is None:
+            raise KeyError(key)
+        self["kernels"] = value = self.count_kernels()
+        self.count_kernels = None
+        return value
 
 
 class GraphReport:
@@ -71,9 +84,16 @@ class GraphReport:
         """Ops of pieces that failed for good and run eagerly."""
         return sum(len(p["ops"]) for p in self.pieces if p["failed"] is not None)
 
-    def add_piece(self, name: str, ops: List[str], origins: List[str], kernels: int) -> None:
-        self.pieces.append({"name": name, "ops": ops, "origins": sorted(set(origins)),
-                            "kernels": kernels, "failed": None})
+    def add_piece(self, name: str, ops: List[str], origins: List[str],
+                  kernels: Union[int, Callable[[], int]]) -> None:
+        """`kernels`: the count, or a function that counts them when first read."""
+        entry = _PieceEntry({"name": name, "ops": ops, "origins": sorted(set(origins)),
+                             "failed": None})
+        if callable(kernels):
+            entry.count_kernels = kernels
+        else:
+            entry["kernels"] = kernels
+        self.pieces.append(entry)
 
     def piece_failed(self, name: str, reason: str) -> Optional[List[str]]:
         """Records that piece `name` runs eagerly from now on. Its ops the first time, else
