@@ -10,8 +10,9 @@ parameters a module reads) and an fx graph whose nodes carry their result type i
    converter bug or an unusual argument never becomes a wrong answer, only a fallback.
 2. Partition: supported nodes are merged greedily with their supported producers into maximal
    connected pieces; a merge is refused if some path would leave the piece and come back (the
-   piece would then depend on itself). Pieces made of layout ops only are left to PyTorch, where
-   views cost nothing.
+   piece would then depend on itself). A group that reads graph inputs only (autocast's weight
+   casts) then joins the nearest group before it, so it is not a program of its own. Pieces
+   made of layout ops only are left to PyTorch, where views cost nothing.
 3. Programs: each piece becomes one Stitch graph; the fx graph is rewritten so the piece is a
    single call (a Piece, see _piece) whose results are unpacked for its users. The piece keeps a
    small fx module of its own nodes to run eagerly when Stitch cannot take a call.
@@ -218,6 +219,23 @@ class Partitioner:
             frontier.extend(x.users)
         return False
 
+    def _merge(self, into: int, other: int, group: Dict[fx.Node, int],
+               members: Dict[int, set]) -> bool:
+        """Merges group `other` into group `into` unless that makes a cycle; whether it did."""
+        merged = members[into] | members[other]
+        if self._creates_cycle(merged, group, members, (into, other)):
+            return False
+        for m in members[other]:
+            group[m] = into
+        members[into] = merged
+        del members[other]
+        return True
+
+    def _layout_only(self, nodes) -> bool:
+        """Nodes that are all layout ops (or tuple elements): left to PyTorch as views."""
+        keys = {self.d.key(self.gm, m)[0] for m in nodes}
+        return keys <= (self.d.table.layout_only | {operator.getitem})
+
     def _groups(self, supported: Dict[fx.Node, bool]) -> List[List[fx.Node]]:
         order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         group: Dict[fx.Node, int] = {}
@@ -234,14 +252,8 @@ class Partitioner:
                 ga = group.get(a)
                 if ga is None or ga == gid:
                     continue
-                merged = members[ga] | members[gid]
-                if self._creates_cycle(merged, group, members, (ga, gid)):
-                    continue
-                for m in members[gid]:
-                    group[m] = ga
-                members[ga] = merged
-                del members[gid]
-                gid = ga
+                if self._merge(ga, gid, group, members):
+                    gid = ga
         self._merge_input_only(group, members, order)
         return sorted((sorted(ms, key=order.get) for ms in members.values()),
                       key=lambda ms: order[ms[0]])
@@ -260,10 +272,6 @@ class Partitioner:
             return frozenset(m.meta["stitch"].device.type for m in ms
                              if isinstance(m.meta.get("stitch"), TensorMeta))
 
-        def layout_only(ms):  # left to PyTorch as views (run): no piece to join
-            return {self.d.key(self.gm, m)[0] for m in ms} <= (
-                self.d.table.layout_only | {operator.getitem})
-
         def input_only(ms):
             return all(a in ms or a.op in ("placeholder", "get_attr")
                        for m in ms for a in m.all_input_nodes)
@@ -276,16 +284,10 @@ class Partitioner:
             earlier = sorted((k for k in members if k != gid and first[k] < first[gid]),
                              key=first.get, reverse=True)
             for k in earlier[:3]:  # the nearest few: a merge farther back would hold results longer
-                if devices(members[k]) != mine or layout_only(members[k]):
+                if devices(members[k]) != mine or self._layout_only(members[k]):
                     continue
-                merged = members[k] | members[gid]
-                if self._creates_cycle(merged, group, members, (k, gid)):
-                    continue
-                for m in members[gid]:
-                    group[m] = k
-                members[k] = merged
-                del members[gid]
-                break
+                if self._merge(k, gid, group, members):
+                    break
 
     def run(self) -> fx.GraphModule:
         gm, report, d = self.gm, self.report, self.d
@@ -322,8 +324,7 @@ class Partitioner:
         pieces = []
         for members in self._groups(supported):
             members = self._trim_layout_edges(members)
-            keys = {d.key(gm, m)[0] for m in members}
-            if keys <= (d.table.layout_only | {operator.getitem}):
+            if self._layout_only(members):
                 for m in members:
                     if not _is_tuple_element(m):
                         report.add_fallback(m.name, d.op_name(gm, m),
