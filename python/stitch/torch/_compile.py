@@ -29,9 +29,9 @@ backward (for softmax) are converted directly.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
-import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
