@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
 
 class _PieceEntry(dict):
@@ -85,14 +85,11 @@ class GraphReport:
         return sum(len(p["ops"]) for p in self.pieces if p["failed"] is not None)
 
     def add_piece(self, name: str, ops: List[str], origins: List[str],
-                  kernels: Union[int, Callable[[], int]]) -> None:
-        """`kernels`: the count, or a function that counts them when first read."""
+                  count_kernels: Callable[[], int]) -> None:
+        """`count_kernels`: counts the piece's kernels when its "kernels" is first read."""
         entry = _PieceEntry({"name": name, "ops": ops, "origins": sorted(set(origins)),
                              "failed": None})
-        if callable(kernels):
-            entry.count_kernels = kernels
-        else:
-            entry["kernels"] = kernels
+        entry.count_kernels = count_kernels
         self.pieces.append(entry)
 
     def piece_failed(self, name: str, reason: str) -> Optional[List[str]]:
