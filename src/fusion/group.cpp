@@ -349,23 +349,22 @@ bool Analyzer::placeNodes() {
         return fmt::format("{} ({}) is a composite; it is planned alone until decomposed",
                            node.name, ir::opName(node.op));
       });
-    // A gathered operand is read at computed indices, so it must be in memory; gather's index
-    // operand is read where the gather is and may be computed in the kernel. Transpose, slice
-    // and concat read their operands at index arithmetic of their own index: an operand
-    // computed in the kernel is recomputed there (a rotary embedding's halves), unless it is
+    // Transpose, slice, concat and gather read their operands elsewhere than their own index
+    // (gather at a computed one along its axis): an operand computed in the kernel is
+    // recomputed there (a rotary embedding's halves, a gathered view of an input), unless it is
     // computed from a reduction of the kernel, whose result is the current row's whatever the
-    // index (see placeValue). Staging through a shared-memory tile is not formed.
+    // index (see placeValue). Gather's index operand is read where the gather is. Staging
+    // through a shared-memory tile is not formed.
     if (k == OpKind::DataMovement)
       for (int o :
            node.op == OpCode::Gather ? std::span(node.operands).first(1) : std::span(node.operands))
-        if (in(o) &&
-            (node.op == OpCode::Gather || ctx_.kinds[o] == OpKind::Reduce || readsReduction(o)))
+        if (in(o) && (ctx_.kinds[o] == OpKind::Reduce || readsReduction(o)))
           return fail([&] {
             return fmt::format(
-                "{} ({}) would {} {} from this kernel's registers{}; staging it through a "
-                "shared-memory tile is not formed by this planner",
+                "{} ({}) would {} {} from this kernel's registers, and it is computed from a "
+                "reduction; staging it through a shared-memory tile is not formed by this planner",
                 node.name, ir::opName(node.op), node.op == OpCode::Gather ? "gather" : "move",
-                name(o), node.op == OpCode::Gather ? "" : ", and it is computed from a reduction");
+                name(o));
           });
     if (k != OpKind::Reduce && readsColumn(n)) {
       if (!placeCombine(n)) return false;

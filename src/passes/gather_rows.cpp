@@ -9,18 +9,30 @@ namespace stitch::passes {
 using ir::DType;
 using ir::OpCode;
 
+bool readsInputInPlace(const ir::Graph& g, int v) {
+  for (;;) {
+    const ir::Node& n = g.node(v);
+    switch (n.op) {
+      case OpCode::Input: return true;
+      case OpCode::Reshape:
+      case OpCode::Slice:
+      case OpCode::Transpose:
+      case OpCode::BroadcastTo: v = n.operands[0]; break;
+      default: return false;
+    }
+  }
+}
+
 ir::Graph gatherRowsToReductions(const ir::Graph& g) {
   return rewrite(g, [](Rewriter& rw, int id) -> std::optional<int> {
     const ir::Node& n = rw.src().node(id);
     if (n.op != OpCode::Gather) return std::nullopt;
     auto axis = static_cast<size_t>(n.attrs.getInt("axis"));
     const ir::Node& data = rw.src().node(n.operands[0]);
-    const ir::Node* source = &data;  // a reshaped input is still read in place
-    while (source->op == OpCode::Reshape) source = &rw.src().node(source->operands[0]);
     const ir::Dim& len = data.type.shape[axis];
     DType t = data.type.dtype;
-    if (source->op == OpCode::Input || ir::isBool(t) || !n.type.shape[axis].isOne() ||
-        !len.isStatic() || len.size == 0)
+    if (readsInputInPlace(rw.src(), n.operands[0]) || ir::isBool(t) ||
+        !n.type.shape[axis].isOne() || !len.isStatic() || len.size == 0)
       return std::nullopt;
     int x = rw.mapped(n.operands[0]);
     int k = rw.mapped(n.operands[1]);

@@ -10,8 +10,8 @@
 // element is combined only with the lowest value of the dtype (-inf for floats, so -0.0, NaN and
 // +-inf come through unchanged; the dtype's minimum for ints), and check_index (named
 // "<y>_index") fails the run on an index outside [0, n) as the gather would.
-// Gathers from graph inputs stay gathers (one load per element); so do bool data and symbolic
-// axes (n - 1 would not be a constant).
+// Gathers from graph inputs and views of them stay gathers (one load per element); so do bool
+// data and symbolic axes (n - 1 would not be a constant).
 #pragma once
 
 #include "ir/graph.h"
@@ -19,5 +19,9 @@
 namespace stitch::passes {
 
 ir::Graph gatherRowsToReductions(const ir::Graph& g);
+
+// Whether value v is a graph input or a view of one (reshape, slice, transpose, broadcast_to):
+// read in place by a gather, at index arithmetic, however the kernel is cut.
+bool readsInputInPlace(const ir::Graph& g, int v);
 
 }  // namespace stitch::passes

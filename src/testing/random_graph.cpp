@@ -473,7 +473,8 @@ class Generator {
 
   // The ops of training graphs: dropout (random_uniform with seed and offset from `full`
   // scalars), gather (of a same-shaped index, or of one index per row from a reduction, which
-  // becomes a one-hot reduction when the data is computed; indices kept in range by
+  // becomes a one-hot reduction when the data is computed, or that pick written as a one-hot row
+  // sum, which sinks to a gather when the data is an input's; indices kept in range by
   // minimum(abs(...)), or argmax along a symbolic axis; or such an index checked by check_index,
   // as a label) and argmax/argmin.
   void trainingPattern() {
@@ -546,6 +547,15 @@ class Generator {
         return;
       }
       int data = exp ? op(OpCode::Exp, {x}) : x;
+      if (perRow && rng_.chance(40) && left_ >= 3) {
+        // The same pick as a one-hot row sum, as losses write it (passes/sink_picks.h).
+        int cls = op(OpCode::Iota, {}, {{"shape", shape(data)}, {"axis", axis}, {"dtype", it}});
+        int hit = op(OpCode::Eq, {cls, index});
+        int picked = op(OpCode::Select, {hit, data, b_.addConstant(0.0, DType::F32)});
+        op(OpCode::ReduceSum, {picked},
+           {{"axes", std::vector<int64_t>{axis}}, {"keepdims", rng_.chance(50)}});
+        return;
+      }
       op(OpCode::Gather, {data, index}, {{"axis", rng_.chance(30) ? axis - rank(x) : axis}});
     } else {
       int a = op(rng_.chance(50) ? OpCode::Argmax : OpCode::Argmin, {x},

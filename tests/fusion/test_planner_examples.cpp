@@ -141,13 +141,16 @@ TEST(PlannerExamples, ColumnReductionsArePricedOnTheirTiles) {
   EXPECT_TRUE(c.cuts.empty());
 }
 
-// Cross-entropy forward + backward over a 32000-word vocabulary (issue 14): the loss (a mean of
-// the rows' losses: a grid barrier) and the gradient plan into one kernel on every target. The
-// host runs a grid barrier as sequential phases and the GPU as a grid-stride cooperative kernel
-// or one launch per phase, so more blocks than fit at once is no reason to cut (it was: "only 2
-// of 8000 blocks fit on host"); and the fused kernel keeps the logits loaded once per walk
-// rather than holding log-softmax intermediates it recomputes (on sm_90 the model priced the
-// fused kernel at 3 walks of the logits from DRAM and kept 3 kernels).
+// Cross-entropy forward + backward over a 32000-word vocabulary (issue 14): one kernel walks the
+// logits once, computing the rows' losses and the gradient. The host runs a grid barrier as
+// sequential phases and the GPU as a grid-stride cooperative kernel or one launch per phase, so
+// more blocks than fit at once is no reason to cut (it was: "only 2 of 8000 blocks fit on
+// host"); and the fused kernel keeps the logits loaded once per walk rather than holding
+// log-softmax intermediates it recomputes (on sm_90 the model priced the fused kernel at 3 walks
+// of the logits from DRAM and kept 3 kernels). The loss, a mean of the rows' losses, is in that
+// kernel on the host; on the GPU targets, where a grid barrier costs more than a launch, it may
+// be a kernel of its own over the per-row values (the label's logit is picked by one load:
+// passes/sink_picks.h).
 constexpr const char* kCrossEntropy = R"(
 graph ce(logits: f32[T, 32000], labels: i64[T, 1]) {
   m = reduce_max(logits, axes=[1], keepdims=true)
@@ -170,7 +173,7 @@ graph ce(logits: f32[T, 32000], labels: i64[T, 1]) {
 }
 )";
 
-TEST(PlannerExamples, CrossEntropyForwardBackwardIsOneKernel) {
+TEST(PlannerExamples, CrossEntropyForwardBackwardWalksTheLogitsOnce) {
   ir::Graph g = ir::parseModule(kCrossEntropy, "ce.stitch").at(0);
   ir::Graph opt = passes::runPasses(g);
   const ir::Bindings b{{"T", 4096}};
@@ -178,14 +181,19 @@ TEST(PlannerExamples, CrossEntropyForwardBackwardIsOneKernel) {
   for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
     SCOPED_TRACE(target);
     Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
-    ASSERT_EQ(p.kernels.size(), 1u) << explainText(opt, p);
+    const bool host = std::string_view(target) == "host";
+    ASSERT_LE(p.kernels.size(), host ? 1u : 2u) << explainText(opt, p);
+    // The walk is the first kernel; a second reads per-row values only.
     const Kernel& k = p.kernels[0];
-    EXPECT_EQ(k.summary.gridSyncs, 1);
+    if (p.kernels.size() == 2) {
+      EXPECT_LT(p.kernels[1].summary.bytesRead, int64_t{1} << 20) << explainText(opt, p);
+    }
+    EXPECT_EQ(k.summary.gridSyncs, p.kernels.size() == 1 ? 1 : 0);
     // One walk: the logits read once, the gradient written once.
     EXPECT_LT(k.summary.bytesRead, logits + logits / 100);
     EXPECT_LT(k.summary.bytesWritten, logits + logits / 100);
     // The lowering agrees: one phase walks the logits (it also stores the gradient), then the
-    // barrier's phases.
+    // barrier's phases; a phase over the rows (not their elements) may read the label's logit.
     lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
     int logitsParam = -1;
     for (size_t i = 0; i < prog.params.size(); ++i)
@@ -193,16 +201,20 @@ TEST(PlannerExamples, CrossEntropyForwardBackwardIsOneKernel) {
         logitsParam = static_cast<int>(i);
     ASSERT_GE(logitsParam, 0);
     int walks = 0;
-    for (const lower::Phase& ph : prog.phases)
+    for (const lower::Phase& ph : prog.phases) {
+      const int64_t elements = ph.reduce ? ph.units * ph.rowLength : ph.total;
       for (int i = 0; i < ph.numInputs; ++i)
-        walks += ph.buffers[static_cast<size_t>(i)] == logitsParam;
+        walks += ph.buffers[static_cast<size_t>(i)] == logitsParam && elements > 4096;
+    }
     EXPECT_EQ(walks, 1) << lower::printProgram(prog);
   }
 }
 
 // The training step with ignore_index (bench/cpu/graphs/cross_entropy_train.stitch, 4096 rows):
 // one kernel on the host. Its gradient divides by the count of valid labels, a second grid
-// barrier's result, so a kernel holding the count walks the logits twice, and the model says so.
+// barrier's result, so on the GPU targets a kernel holding the count walks the logits twice, and
+// the model says so: the count is a kernel of its own, and so may be the loss over the rows'
+// picked values (see CrossEntropyForwardBackwardWalksTheLogitsOnce).
 TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
   std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/bench/cpu/graphs/cross_entropy_train.stitch");
   std::stringstream ss;
@@ -212,7 +224,7 @@ TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
   EXPECT_EQ(host.kernels.size(), 1u) << explainText(opt, host);
   for (const char* target : {"sm_90", "sm_80", "gfx90a"}) {
     Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
-    EXPECT_LE(p.kernels.size(), 2u) << target << "\n" << explainText(opt, p);
+    EXPECT_LE(p.kernels.size(), 3u) << target << "\n" << explainText(opt, p);
     EXPECT_LT(p.time, p.unfusedTime / 4) << target;
   }
 }
@@ -224,17 +236,20 @@ TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
 // rows over blocks (lower/split_rows.h); cross-entropy's gradient rides the loss's walk; GroupNorm
 // reads its statistics over the group view and normalizes per channel in one kernel. Not here:
 // batch norm in training (its statistics need x before the normalization can start: two walks of
-// x, 1.5x) and Adam with gradient clipping (the clip factor needs all of g: g is read twice, 1.14x,
-// in one or two kernels as the cost model prefers).
+// x, 1.5x), Adam with gradient clipping (the clip factor needs all of g: g is read twice, 1.14x,
+// in one or two kernels as the cost model prefers), cross-entropy on the GPU targets (the count
+// of valid labels and the loss over the rows' values are kernels of their own: 3 kernels, see
+// CrossEntropyTrainBenchGraph) and bf16 cross-entropy on the host (below).
 TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
   struct Case {
     const char* file;
     size_t maxKernels;
+    size_t maxGpuKernels;
   };
-  const Case cases[] = {{"layer_norm_backward.stitch", 1}, {"rms_norm_backward.stitch", 1},
-                        {"softmax_backward.stitch", 1},    {"bias_gelu_backward.stitch", 1},
-                        {"cross_entropy_train.stitch", 1}, {"adam_clip.stitch", 2},
-                        {"group_norm_silu.stitch", 1}};
+  const Case cases[] = {{"layer_norm_backward.stitch", 1, 1}, {"rms_norm_backward.stitch", 1, 1},
+                        {"softmax_backward.stitch", 1, 1},    {"bias_gelu_backward.stitch", 1, 1},
+                        {"cross_entropy_train.stitch", 1, 3}, {"adam_clip.stitch", 2, 2},
+                        {"group_norm_silu.stitch", 1, 1}};
   for (const Case& c : cases) {
     std::ifstream f(std::string(STITCH_SOURCE_DIR) + "/bench/gpu/graphs/" + c.file);
     std::stringstream ss;
@@ -250,11 +265,14 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
       for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
         Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
         // bf16 GroupNorm on the host: see LayoutBoundariesAreOneKernelOnEveryTarget.
-        const bool groupNormHost =
-            std::string_view(target) == "host" && g.name() == "group_norm_silu_bf16";
-        EXPECT_LE(p.kernels.size(), c.maxKernels + (groupNormHost ? 1 : 0))
+        const bool host = std::string_view(target) == "host";
+        const bool groupNormHost = host && g.name() == "group_norm_silu_bf16";
+        const bool crossEntropyHost = host && g.name() == "cross_entropy_train_bf16";
+        EXPECT_LE(p.kernels.size(),
+                  (host ? c.maxKernels : c.maxGpuKernels) + (groupNormHost || crossEntropyHost))
             << g.name() << " " << target << "\n"
             << explainText(opt, p);
+        if (crossEntropyHost) continue;  // 2x: EveryBenchGraphMovesTheMinimalTrafficOnTheHost
         EXPECT_LE(static_cast<double>(p.bytes), 1.15 * static_cast<double>(minimal))
             << g.name() << " " << target << ": " << p.bytes << " bytes planned, " << minimal
             << " minimal\n"
@@ -271,8 +289,12 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
 // built-in one). The fused row kernels walk their rows once per stage; the rows fit in L2, so
 // the model prices the later walks as cache traffic (issue 16). Two kernels where one does not
 // pay, each with its reason: adam_clip's clipping needs the global norm before any update
-// (1.14x: the gradients are read twice), and bf16 GroupNorm keeps the conversion of gamma and
-// beta apart (LayoutBoundariesAreOneKernelOnEveryTarget).
+// (1.14x: the gradients are read twice), bf16 GroupNorm keeps the conversion of gamma and
+// beta apart (LayoutBoundariesAreOneKernelOnEveryTarget), and bf16 cross-entropy writes exp(x -
+// max) once and reads it back (2x) rather than compute it twice per element: the model prices the
+// one kernel's second exp above the traffic, and it measures so (on the development VM, 2
+// threads, 4096 x 32000: 58 ms against 60 ms for the one kernel, `stitch run --plan-candidate
+// 3`).
 TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
   const fusion::HardwareProfile builtin = *findProfile("host");
   rt::Target measured = driver::namedTarget("host");
@@ -299,13 +321,15 @@ TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
           for (int v : values)
             minimal += *checkedElementCount(shapes[static_cast<size_t>(v)]) *
                        ir::dtypeBytes(opt.node(v).type.dtype);
-        const bool two = g.name().starts_with("adam_clip") || g.name() == "group_norm_silu_bf16";
+        const bool two = g.name().starts_with("adam_clip") || g.name() == "group_norm_silu_bf16" ||
+                         g.name() == "cross_entropy_train_bf16";
+        const double traffic = g.name() == "cross_entropy_train_bf16" ? 2.01 : 1.15;
         for (const fusion::HardwareProfile* hw : {&builtin, &machine}) {
           SCOPED_TRACE(entry.path().filename().string() + " " + g.name() + " on " +
                        hw->description);
           Plan p = planGraph(opt, {}, *hw, PlannerOptions{});
           EXPECT_LE(p.kernels.size(), two ? 2u : 1u) << explainText(opt, p);
-          EXPECT_LE(static_cast<double>(p.bytes), 1.15 * static_cast<double>(minimal))
+          EXPECT_LE(static_cast<double>(p.bytes), traffic * static_cast<double>(minimal))
               << p.bytes << " bytes planned, " << minimal << " minimal\n"
               << explainText(opt, p);
         }

@@ -492,8 +492,9 @@ def _index_error(dim: int) -> IndexErrorKind:
 
 def _nll_hits(b: Builder, x: Any, target: Any, ignore_index: Any):
     """(class axis, dims of x, hit, valid) for nll_loss over x ([N, C, ...] or [C]): hit[n, c] is
-    the one-hot of the label (eq(iota, label), so no gather is needed and the row reduction that
-    picks x at the label fuses with log_softmax), valid[n, 1] that the label is not
+    the one-hot of the label (eq(iota, label): Stitch's passes turn the row sum that picks x at
+    the label into one load of the logit when x is log_softmax of an input, src/passes/
+    sink_picks.h, and otherwise it fuses with what computes x), valid[n, 1] that the label is not
     ignore_index. Both keep the class axis (size C, resp. 1) so they broadcast against x. A label
     outside [0, C) other than ignore_index fails the run (check_index), and the piece raises
     PyTorch's IndexError."""
