@@ -308,7 +308,8 @@ def _to_copy(b, n, _m):
     return b.cast(b.val(x), out.dtype)
 
 
-@_register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, layout=True)
+@_register(aten.alias, aten.detach, layout=True)
+@_register(aten.clone, aten.lift_fresh_copy, copy=True)
 def _identity(b, n, _m):
     if n.kwargs.get("memory_format") not in (None, torch.contiguous_format,
                                              torch.preserve_format):

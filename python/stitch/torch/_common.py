@@ -148,17 +148,22 @@ def describe(dtype: str, dims: Sequence[Dim]) -> str:
 class ConverterTable:
     """Converters by key (a torch function, method key or module type; an aten overload packet).
     ``layout_only``: keys whose result is a view or a copy of their input; a piece made of these
-    alone is left to PyTorch, where views cost nothing."""
+    alone is left to PyTorch, where views cost nothing. ``copies``: those of them that copy
+    (clone, contiguous): not free in PyTorch, so a piece keeps one at its end (it writes the
+    copy's layout where PyTorch would read the piece's result again to copy it)."""
 
     def __init__(self):
         self.converters: Dict[Any, Any] = {}
         self.layout_only: set = set()
+        self.copies: set = set()
 
-    def register(self, *keys, layout: bool = False):
+    def register(self, *keys, layout: bool = False, copy: bool = False):
         def deco(fn):
             for k in keys:
                 self.converters[k] = fn
-                if layout:
+                if layout or copy:
                     self.layout_only.add(k)
+                if copy:
+                    self.copies.add(k)
             return fn
         return deco

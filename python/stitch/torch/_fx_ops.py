@@ -373,8 +373,8 @@ def _expand_as(b, n, _mod):
     return b.op("broadcast_to", b.val(n.args[0]), shape=list(dims))
 
 
-@_register(_m("contiguous"), _m("clone"), torch.clone, _m("detach"), torch.detach, nn.Identity,
-           layout=True)
+@_register(_m("detach"), torch.detach, nn.Identity, layout=True)
+@_register(_m("contiguous"), _m("clone"), torch.clone, copy=True)
 def _identity(b, n, _mod):
     if n.kwargs.get("memory_format") not in (None, torch.contiguous_format):
         raise Unsupported("memory_format")

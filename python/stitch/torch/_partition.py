@@ -299,7 +299,7 @@ class Partitioner:
         for n in calls:
             if _is_tuple_element(n):
                 continue  # decided with its tuple's producer below
-            if n in returned and d.key(gm, n)[0] in d.table.layout_only:
+            if n in returned and d.key(gm, n)[0] in d.table.layout_only - d.table.copies:
                 # A view the graph returns may alias an input: PyTorch keeps it a real view.
                 why = "a view the graph returns stays a view"
             else:
@@ -339,12 +339,15 @@ class Partitioner:
 
     def _trim_layout_edges(self, members: List[fx.Node]) -> List[fx.Node]:
         """Drops layout ops at a piece's edges. At its end (results that only leave the piece):
-        in PyTorch they are free views of the piece's output, in Stitch a second copy of it. At
+        in PyTorch they are free views of the piece's output, in Stitch a second copy of it; a
+        copy (clone, contiguous) stays, since PyTorch would read the piece's result again to
+        write it, where the piece writes that layout at once (T5's attention: the transposed
+        [batch, heads, seq, seq] results PyTorch cloned before each bmm). At
         its start, permutations of a piece input: Stitch would read the input across its rows,
         where PyTorch hands over a transposed view that is made contiguous with a blocked copy
         (or is contiguous already). Repeated, since dropping one can leave its neighbour at the
         edge."""
-        layout = self.d.table.layout_only
+        layout = self.d.table.layout_only - self.d.table.copies
         permutes = self.d.permutes
         kept = list(members)
         while True:

@@ -318,3 +318,26 @@ def test_casts_of_graph_inputs_join_the_nearest_piece():
     harness.reset()
     harness.check_training(AutocastProjections(), batches, lambda m, x: m(x).square().mean())
     harness.expect_no_runtime_fallbacks()
+
+
+@harness.needs_stitch
+def test_a_copy_of_a_piece_result_stays_in_the_piece():
+    """clone and contiguous copy (not free in PyTorch, unlike a view): at a piece's end, and as a
+    result of the graph, they stay in the piece, which writes the copy's layout (clone keeps the
+    transposed strides, as PyTorch's preserve_format does) as a tensor of its own, never the
+    result it copies."""
+    def f(x):
+        y = x * 2 + 1
+        return y, y.transpose(1, 2).clone(), y.clone(), torch.tanh(y).transpose(0, 1).contiguous()
+
+    x = harness.on_device(torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)))
+    got, want = harness.compile_model(f)(x), f(x)
+    for g, w, what in zip(got, want, ("y", "transposed clone", "clone", "contiguous")):
+        harness.close(g, w, what)
+        assert g.stride() == w.stride(), (what, g.stride(), w.stride())
+    assert len({t.data_ptr() for t in got}) == 4
+    got[2].add_(1)
+    harness.close(got[0], want[0], "y after its clone changed")
+    harness.expect_in_stitch(inference=["aten.clone", "aten.transpose"])
+    graphs = [g for r in harness.reports() for g in r.graphs]
+    assert graphs and all(g.programs == 1 for g in graphs), harness.describe()
