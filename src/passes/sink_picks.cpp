@@ -124,8 +124,10 @@ std::optional<int> sinkPick(Rewriter& rw, int id) {
     }
     if (k < 0) return std::nullopt;
   }
+  // A float k (an f32 iota compared with a float) picks only at integral values: not a gather.
   int v = sel.operands[1];
-  if (k < 0 || sink.perRow(v) || !sink.sinkable(v)) return std::nullopt;
+  if (k < 0 || !ir::isInt(g.node(k).type.dtype) || sink.perRow(v) || !sink.sinkable(v))
+    return std::nullopt;
 
   // The index, in [0, n): checked before, or clamped where the mask then discards the value.
   const ir::Dim& len = full[axis];

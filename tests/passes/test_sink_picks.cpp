@@ -137,8 +137,8 @@ TEST(SinkPicks, GatherOfLogSoftmaxReadsTheInput) {
 
 TEST(SinkPicks, WhatDoesNotSinkStays) {
   // A picked value that is a reduction's (not a view of an input), a mask that is not per row
-  // (though the value is a view): both keep their one-hot sums, and a gather of a reduction's
-  // value stays a gather.
+  // (though the value is a view), a float position (half a label: it picks at even labels only):
+  // each keeps its one-hot sum, and a gather of a reduction's value stays a gather.
   ir::Graph g = parse(R"(graph h(z: f32[3, 5, 2], labels: i64[3, 1], k: i64[3, 5]) {
   v   = reduce_sum(z, axes=[2])
   cls = iota(shape=[3, 5], axis=1, dtype=i64)
@@ -155,7 +155,13 @@ TEST(SinkPicks, WhatDoesNotSinkStays) {
   ka  = abs(k)
   kc  = minimum(ka, 4)
   c   = gather(v2, kc, axis=1)
-  return a, b, c
+  fi  = iota(shape=[3, 5], axis=1, dtype=f32)
+  fl  = cast(labels, to=f32)
+  h   = mul(fl, 0.5)
+  fis = eq(fi, h)
+  pd  = select(fis, ys, 0)
+  d   = reduce_sum(pd, axes=[1])
+  return a, b, c, d
 })");
   ir::Graph p = sinkPicks(g);
   EXPECT_TRUE(p == g);
