@@ -30,6 +30,8 @@ class Builder:
         self.sym = sym_of_size or {}  # the 1.13 path's size -> symbol guess
         self.env: Dict[Any, Any] = {}
         self.inputs: List[Any] = []
+        # Per tensor input: None, or the memory order the program reads it in (add_tensor_input).
+        self.input_orders: List[Optional[Tuple[int, ...]]] = []
         self.scalar_checks: List[Tuple[fx.Node, Any]] = []  # (node, recorded value or symbol)
         self.scalar_inputs: List[fx.Node] = []
         # Symbolic sizes read as values: the program's last inputs, 0-d i64, in this order.
@@ -39,13 +41,24 @@ class Builder:
         self.index_errors: Dict[str, IndexErrorKind] = {}
 
     # -- types --------------------------------------------------------------------------------
-    def add_tensor_input(self, node: Any) -> int:
+    def add_tensor_input(self, node: Any, order: Optional[Tuple[int, ...]] = None) -> int:
+        """Declares a tensor input. With `order` (a dense layout's dims, outermost first: see
+        dense_order), the program takes the input in that memory order, ``t.permute(order)``, a
+        contiguous view of a tensor laid out so, and transposes it back to PyTorch's dims inside,
+        where the transpose is index arithmetic: nothing copies the tensor first."""
         m = tensor_meta(node)
         if m is None:
             raise Unsupported("input %s is not a tensor" % node.name)
         if m.dtype not in STITCH_DTYPE:
             raise Unsupported("dtype %s" % m.dtype)
-        v = self.g.add_input(ident(node.name), STITCH_DTYPE[m.dtype], list(m.dims))
+        dims = list(m.dims) if order is None else [m.dims[d] for d in order]
+        v = self.g.add_input(ident(node.name), STITCH_DTYPE[m.dtype], dims)
+        self.input_orders.append(order)
+        if order is not None:
+            inverse = [0] * len(order)
+            for i, d in enumerate(order):
+                inverse[d] = i
+            v = self.op("transpose", v, perm=inverse)
         self.env[node] = v
         self.inputs.append(node)
         return v

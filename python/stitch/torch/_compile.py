@@ -20,6 +20,10 @@ and stays in PyTorch, where views are free. Sizes PyTorch specializes (0 and 1) 
 Programs are shape-polymorphic: a new size binds new values and reuses the program; nothing runs
 eagerly because a size changed.
 
+After partitioning, the copies left to PyTorch that only feed matmul operands are made in the
+order that reads their source in rows (_matmul_copies), and the matmuls write into pooled host
+outputs (_library_outputs_from_pool).
+
 Decompositions: PyTorch's own for the backward ops of norms and activations, and the forward of
 batch and group norm, so they arrive as the elementwise ops and reductions Stitch maps (the report
 still names them through ``meta["original_aten"]``). Softmax, log-softmax, layer norm and their
@@ -41,6 +45,7 @@ import stitch
 
 from ._aten_ops import TABLE
 from ._common import TensorMeta, dense_order, disabled
+from ._matmul_copies import copy_matmul_operands_in_rows
 from ._partition import Dialect, Partitioner
 from ._random import rewrite_random
 from ._report import CompileReport, GraphReport, new_compile_report
@@ -191,6 +196,7 @@ def _compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
     p = Partitioner(gm, AtenDialect(), report, param_meta=None, sizes=syms.sizes,
                     name="stitch_%s" % report.kind)
     new_gm = p.run()
+    copy_matmul_operands_in_rows(new_gm)
     _library_outputs_from_pool(new_gm)
     if log.isEnabledFor(logging.INFO):
         log.info("stitch: %s", "\n".join(report.lines()))

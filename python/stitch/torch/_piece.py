@@ -80,7 +80,8 @@ class Piece:
                  symbol_dims: Dict[str, Tuple[int, int]], report: GraphReport,
                  check_grad: bool, layouts: List[Optional[Tuple[int, ...]]],
                  index_errors: Optional[Dict[str, IndexErrorKind]] = None,
-                 size_args: Sequence[int] = ()):
+                 size_args: Sequence[int] = (),
+                 input_orders: Sequence[Optional[Tuple[int, ...]]] = ()):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "stitch.torch"
         self.graph = graph
@@ -100,6 +101,11 @@ class Piece:
         # Per output: None, or the permutation that turns the program's row-major result into
         # the strided view PyTorch's graph expects (see _partition).
         self.layouts = layouts if any(x is not None for x in layouts) else None
+        # Per tensor input: None, or the permutation that gives the contiguous view of it the
+        # program reads (Builder.add_tensor_input); a tensor laid out otherwise at run time is
+        # still right, copied by run_torch as any non-contiguous input is.
+        self.input_orders = tuple(input_orders) if any(
+            x is not None for x in input_orders) else None
         self.programs: Dict[torch.device, "_stitch.Program"] = {}
         self.checks_args = bool(scalar_checks) or check_grad
         self.index_errors = index_errors or {}  # check name -> what PyTorch raises
@@ -172,6 +178,10 @@ class Piece:
             if reason:
                 return self._fallback(reason, args)
         device = tensors[0].device
+        if self.input_orders is not None:
+            tensors = tuple(t if p is None else t.permute(p)
+                            for t, p in zip(tensors, self.input_orders)) + \
+                tuple(tensors[len(self.input_orders):])
         if self.size_args:
             n = self.num_tensors
             tensors = tuple(tensors) + tuple(torch.tensor(args[n + i], dtype=torch.int64,

@@ -286,6 +286,85 @@ def test_matmul_outputs_come_from_the_host_pool(monkeypatch):
     assert a.untyped_storage().resizable()
 
 
+def test_permuted_inputs_with_contiguous_rows_are_read_in_place(monkeypatch):
+    """A piece input whose layout permutes only outer dims (a [batch, seq, heads, dim] tensor
+    read as [batch, heads, seq, dim], as attention's gradients arrive) reaches the program as a
+    contiguous view of its memory, which the program transposes back
+    (Partitioner._read_in_place), where run_torch copied it before; one whose last dim is strided
+    in memory is still copied. Results match eager, with static and dynamic sizes, and in
+    training."""
+    import stitch
+    calls = []
+    run_torch = stitch.Program.run_torch
+
+    def spy(self, inputs, stream=None):
+        calls.append(all(t.is_contiguous() for t in inputs))
+        return run_torch(self, inputs, stream)
+
+    monkeypatch.setattr(stitch.Program, "run_torch", spy)
+
+    def f(x):
+        return torch.softmax(x * 0.5, dim=-1) + 1
+
+    rows = lambda b: torch.randn(b, 24, 4, 16).transpose(1, 2)  # noqa: E731 - last dim innermost
+    strided = lambda b: torch.randn(b, 24, 16, 4).permute(0, 3, 1, 2)  # noqa: E731 - 4 apart
+    for make, in_place in ((rows, True), (strided, False)):
+        for dynamic in (False, True):
+            harness.reset()
+            calls.clear()
+            compiled = harness.compile_model(f, dynamic=dynamic)
+            for batch in (3, 5):
+                x = harness.on_device(make(batch))
+                assert not x.is_contiguous()
+                harness.close(compiled(x), f(x), "in place %s, batch %d" % (in_place, batch))
+            if harness.STITCH:
+                assert calls and all(calls) == in_place, (in_place, dynamic, calls)
+    harness.reset()
+    harness.check_training(nn.Linear(16, 16), [rows(3), rows(5)],
+                           lambda m, x: torch.softmax(m(x * 2), -1).square().mean())
+    harness.expect_no_runtime_fallbacks()
+
+
+def test_copies_for_a_matmul_read_their_source_in_rows(monkeypatch):
+    """q @ k.transpose(-1, -2) on [batch, heads, seq, dim] tensors: the copy matmul makes of the
+    transposed keys is made of the keys in rows and handed to bmm as a transposed view
+    (_matmul_copies); results match eager. A copy that also leaves the graph keeps PyTorch's
+    row-major layout, and training is unchanged."""
+    from stitch.torch import _compile
+    rewritten = []
+    rewrite = _compile.copy_matmul_operands_in_rows
+
+    def spy(gm):
+        rewritten.append(rewrite(gm))
+        return rewritten[-1]
+
+    monkeypatch.setattr(_compile, "copy_matmul_operands_in_rows", spy)
+    lin = harness.on_device(nn.Linear(32, 96, bias=False))
+
+    def attention(x):
+        q, k, v = (t.view(x.shape[0], x.shape[1], 4, 8).transpose(1, 2)
+                   for t in lin(x).chunk(3, -1))
+        return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+
+    def returned(k):
+        kt = k.transpose(-1, -2).contiguous()
+        return k @ kt, kt
+
+    x = harness.on_device(torch.randn(2, 16, 32))
+    k = harness.on_device(torch.randn(2, 4, 16, 8))
+    with torch.no_grad():
+        harness.close(harness.compile_model(attention)(x), attention(x), "attention")
+        got, want = harness.compile_model(returned)(k), returned(k)
+    for g, w, what in zip(got, want, ("product", "returned copy")):
+        harness.close(g, w, what)
+        assert g.stride() == w.stride(), (what, g.stride(), w.stride())
+    if harness.STITCH:
+        assert rewritten[0] >= 1 and rewritten[1] == 0, rewritten
+    harness.reset()
+    harness.check_training(nn.Sequential(nn.Linear(32, 32), nn.Tanh()), [x, x * 2],
+                           lambda m, x: attention(m(x)).square().mean())
+
+
 class AutocastProjections(nn.Module):
     """Three Linear layers on one normalized input, as attention's q, k and v: under bf16
     autocast each f32 weight is cast to bf16 on every call, a piece reading only a graph input."""
