@@ -1256,6 +1256,45 @@ TEST(CpuCodegen, Bf16ResultsRoundOnceBeforeTheirStore) {
   EXPECT_TRUE(f.empty()) << f;
 }
 
+// Element loops whose body evaluates a transcendental or a division ask LLVM to interleave them
+// (llvm_emitter.cpp, "Interleaved element loops"): a sigmoid and a GELU do; a loop of adds and a
+// softmax's row walks (a reduce phase) keep LLVM's choice. Each still computes what the
+// reference does.
+TEST(CpuCodegen, LatencyBoundElementLoopsAreInterleaved) {
+  struct Case {
+    const char* text;
+    bool interleaved;
+  };
+  const Case cases[] = {
+      {"graph s(a: bf16[64, 48], b: bf16[64, 48]) {\n f = cast(a, to=f32)\n e = sigmoid(f)\n"
+       " h = cast(e, to=bf16)\n y = mul(h, b)\n return y\n}\n",
+       true},
+      {"graph g(x: f32[4096]) {\n t = mul(x, 0.7071067811865476)\n e = erf(t)\n"
+       " u = add(e, 1)\n v = mul(x, u)\n return v\n}\n",
+       true},
+      {"graph a(x: f32[4096], y: f32[4096]) {\n s = add(x, y)\n t = mul(s, 2)\n return t\n}\n",
+       false},
+      {"graph m(x: f32[64, 300]) {\n mx = reduce_max(x, axes=[1], keepdims=true)\n"
+       " d = sub(x, mx)\n e = exp(d)\n s = reduce_sum(e, axes=[1], keepdims=true)\n"
+       " p = div(e, s)\n return p\n}\n",
+       false},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = parseOne(c.text);
+    fusion::PlannerOptions opts;
+    opts.mode = fusion::Mode::Stitch;
+    fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+    ASSERT_EQ(plan.kernels.size(), 1u) << c.text;
+    lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+    const std::string ir = codegen::programIR(p, "k");
+    EXPECT_EQ(ir.find("llvm.loop.interleave.count") != std::string::npos, c.interleaved)
+        << c.text << ir;
+    Totals t;
+    std::string f = checkGraph(g, {}, 11, fusion::Mode::Stitch, 3, t);
+    EXPECT_TRUE(f.empty()) << f;
+  }
+}
+
 // The inline f32 transcendentals (codegen/llvm/inline_math.h) at their edges: NaN, infinities,
 // signed zeros, the overflow threshold, subnormal inputs and results (rounded once), |x| past the
 // clamps of erf and tanh, log and log1p at 0, -1, below their domain and at the largest floats.

@@ -418,6 +418,71 @@ std::optional<std::vector<IndexForm>> rowTileForms(const lower::Phase& ph, int64
   return std::nullopt;
 }
 
+// Interleaved element loops. LLVM's loop vectorizer interleaves (runs several vector
+// iterations side by side) only loops it prices as small; an element loop whose body evaluates a
+// transcendental is a long chain of dependent vector instructions (an inline exp is ~15, a
+// sigmoid's division ~12 cycles more), so one iteration at a time leaves the core waiting on
+// latency. Such loops are interleaved kInterleave times (llvm.loop.interleave.count):
+// one thread on the dev VM (AMD EPYC, AVX-512), `stitch run` on
+// bench/torch/pieces/bf16_transcendentals.stitch, SwiGLU bf16 [1024, 640] 0.28 -> 0.22 ms,
+// BERT's exact bf16 GELU [1024, 1024] 0.29 -> 0.22, the f32 GELU 0.18 -> 0.16, a bf16 sigmoid
+// 0.195 -> 0.135 (2 interleaved: 0.16; no spills at 4 in their assembly). Bodies with more
+// such ops than kInterleaveMaxOps keep LLVM's choice: four copies of them would hold more live
+// vectors than AVX-512's 32 registers (a bound chosen, not measured). A division alone does not
+// count: softmax's last kernel (e / sum over [16384, 4096], bf16 out) and cross-entropy's
+// gradient, memory-bound, ran ~10% slower interleaved.
+constexpr int kInterleave = 4;
+constexpr int kInterleaveMaxOps = 4;
+
+bool latencyBound(const Inst& in) {
+  if (in.kind != InstKind::Op) return false;
+  switch (in.op) {
+    case OpCode::Exp:
+    case OpCode::Log:
+    case OpCode::Log1p:
+    case OpCode::Tanh:
+    case OpCode::Erf:
+    case OpCode::Sin:
+    case OpCode::Cos:
+    case OpCode::Sigmoid:
+    case OpCode::Pow: return ir::isFloat(in.dtype);
+    default: return false;
+  }
+}
+
+// The interleave count of a loop phase's element loop over `b` (0: LLVM's own choice),
+// counting the instructions its stores and checks need. `perElementIndexMath`: the loop divides
+// its index per element (a flat loop reading per-row values at i / n, no element tiles), which
+// the copies would repeat: cross-entropy's gradient over [4096, 32000] rows ran 9% slower
+// interleaved. Reduce phases keep LLVM's choice: interleaving their per-element walk made
+// GroupNorm + SiLU 15-22% faster but cross-entropy's training kernel 12% (f32) and 22% (bf16)
+// slower over [4096, 32000] rows, bench/gpu/graphs/cross_entropy_train.stitch.
+int interleaveFor(const lower::Phase& ph, const lower::Block& b, bool perElementIndexMath) {
+  std::vector<char> inBlock(ph.insts.size(), 0), seen(ph.insts.size(), 0);
+  std::vector<int> stack;
+  for (int id : b.insts) {
+    inBlock[static_cast<size_t>(id)] = 1;
+    const InstKind k = ph.insts[static_cast<size_t>(id)].kind;
+    if (k == InstKind::Store || k == InstKind::CheckIndex) stack.push_back(id);
+  }
+  int n = 0;
+  bool divides = false;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(id)]) continue;
+    seen[static_cast<size_t>(id)] = 1;
+    const Inst& in = ph.insts[static_cast<size_t>(id)];
+    n += latencyBound(in) ? 1 : 0;
+    divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
+    for (int a : in.args) {
+      if (a >= 0 && inBlock[static_cast<size_t>(a)]) stack.push_back(a);
+    }
+  }
+  if (divides && perElementIndexMath) return 0;
+  return n >= 1 && n <= kInterleaveMaxOps ? kInterleave : 0;
+}
+
 class PhaseEmitter {
  public:
   // `args`: the phase's size arguments (lower/size_args.h), or null when every size is compiled
@@ -624,7 +689,9 @@ class PhaseEmitter {
   void initAccs(const lower::Stage& st);
   void flushWide(const lower::Stage& st);
   void finishAccs(const lower::Stage& st);
-  void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body);
+  // A counted loop; `interleave` > 0 asks LLVM to interleave it so many times (kInterleave).
+  void loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body,
+            int interleave = 0);
   // A walk over row positions [lo, hi): a plain loop, or row tiles (body(t) with tileJ_ = j).
   void rowLoop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body) {
     if (!rowTiles_) return loop(lo, hi, body);
@@ -1071,7 +1138,7 @@ void PhaseEmitter::recordChecks() {
 }
 
 void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
-                        const std::function<void(llvm::Value*)>& body) {
+                        const std::function<void(llvm::Value*)>& body, int interleave) {
   llvm::Function* f = B_.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = B_.GetInsertBlock();
   llvm::BasicBlock* header = llvm::BasicBlock::Create(C_, "loop", f);
@@ -1086,7 +1153,14 @@ void PhaseEmitter::loop(llvm::Value* lo, llvm::Value* hi,
   body(i);
   llvm::Value* next = B_.CreateAdd(i, i64(1), "", true, true);
   i->addIncoming(next, B_.GetInsertBlock());
-  B_.CreateBr(header);
+  llvm::BranchInst* latch = B_.CreateBr(header);
+  if (interleave > 0) {
+    llvm::Metadata* count[] = {llvm::MDString::get(C_, "llvm.loop.interleave.count"),
+                               llvm::ConstantAsMetadata::get(B_.getInt32(interleave))};
+    llvm::MDNode* id = llvm::MDNode::getDistinct(C_, {nullptr, llvm::MDNode::get(C_, count)});
+    id->replaceOperandWith(0, id);  // a loop ID names itself
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
   B_.SetInsertPoint(exit);
 }
 
@@ -1377,20 +1451,27 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
     llvm::Value* lo = B_.CreateMul(begin, chunk);
     llvm::Value* hi = B_.CreateMul(end, chunk);
     hi = B_.CreateSelect(B_.CreateICmpSLT(hi, total), hi, total);
+    const int interleave = interleaveFor(ph_, ph_.elems, forms_.empty());
     if (!forms_.empty()) {
       tiles(lo, hi, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
-        loop(jlo, jhi, [&](llvm::Value* j) {
-          tileJ_ = j;
-          loopIndex_ = t;
-          emitBlock(ph_.elems);
-          tileJ_ = nullptr;
-        });
+        loop(
+            jlo, jhi,
+            [&](llvm::Value* j) {
+              tileJ_ = j;
+              loopIndex_ = t;
+              emitBlock(ph_.elems);
+              tileJ_ = nullptr;
+            },
+            interleave);
       });
     } else {
-      loop(lo, hi, [&](llvm::Value* i) {
-        loopIndex_ = i;
-        emitBlock(ph_.elems);
-      });
+      loop(
+          lo, hi,
+          [&](llvm::Value* i) {
+            loopIndex_ = i;
+            emitBlock(ph_.elems);
+          },
+          interleave);
     }
   } else {
     // The unit after u in its worker's order, kept in range (the last prefetches itself).
