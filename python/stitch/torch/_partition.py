@@ -374,7 +374,8 @@ class Partitioner:
         [batch, heads, seq, seq] results PyTorch cloned before each bmm). At
         its start, permutations of a piece input: Stitch would read the input across its rows,
         where PyTorch hands over a transposed view that is made contiguous with a blocked copy
-        (or is contiguous already). Repeated, since dropping one can leave its neighbour at the
+        (or is contiguous already, or is read in place when only its outer dims are permuted:
+        _read_in_place). Repeated, since dropping one can leave its neighbour at the
         edge."""
         layout = self.d.table.layout_only - self.d.table.copies
         permutes = self.d.permutes
