@@ -39,7 +39,8 @@ def _static(shape: Any) -> Optional[tuple]:
 def _copies_a_transpose(clone: fx.Node) -> bool:
     """The clone reads a source whose last dim is strided and whose second-to-last is contiguous
     (both longer than 1)."""
-    if clone.kwargs.get("memory_format", torch.contiguous_format) is not torch.contiguous_format:
+    # AOTAutograd's matmul copies ask for contiguous; a plain clone preserves the layout.
+    if clone.kwargs.get("memory_format", torch.preserve_format) is not torch.contiguous_format:
         return False
     src = clone.args[0]
     val = src.meta.get("val") if isinstance(src, fx.Node) else None

@@ -180,8 +180,7 @@ class Piece:
         device = tensors[0].device
         if self.input_orders is not None:
             tensors = tuple(t if p is None else t.permute(p)
-                            for t, p in zip(tensors, self.input_orders)) + \
-                tuple(tensors[len(self.input_orders):])
+                            for t, p in zip(tensors, self.input_orders))
         if self.size_args:
             n = self.num_tensors
             tensors = tuple(tensors) + tuple(torch.tensor(args[n + i], dtype=torch.int64,
