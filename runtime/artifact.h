@@ -4,7 +4,8 @@
 // runtime never sees a graph, a plan or a kernel program. An artifact is plain data: per kernel,
 // its parameters (graph values or scratch slots, by id, with dtype and size), which parameters
 // each phase reads and writes, and one or more compilable forms of the code (CUDA or HIP source,
-// or LLVM IR text), each with its cache key and its entry points. A backend compiles a form
+// LLVM IR text, or whatever language a registered target emits), each with its cache key and its
+// entry points. A backend compiles a form
 // through its kernel cache, loads it, and runs the phases in order on buffers it binds by value
 // id (runtime/backend.h). Value ids are only names here: the caller binds graph inputs and
 // outputs to them, the backend puts everything else in its arena (runtime/slots.h).
@@ -46,12 +47,12 @@ struct EntryPoint {
   int sharedBytes = 0;
 };
 
-enum class CodeLanguage { LlvmIr, Cuda, Hip };
-
 // A compilable form of a kernel.
 struct KernelCode {
-  CacheKey key;  // everything the compiled bytes depend on (driver/keys.h)
-  CodeLanguage language = CodeLanguage::LlvmIr;
+  CacheKey key;  // everything the compiled bytes depend on (target/keys.h)
+  // The language of `text`, as the target that emitted it names it ("llvm-ir", "cuda", "hip"):
+  // a backend compiles only its own language, and a program entry of another is refused.
+  std::string language;
   std::string text;
   // The device templates the text includes (GPU); shared by every kernel.
   std::shared_ptr<const std::vector<SourceHeader>> headers;

@@ -1,133 +1,156 @@
-// The backend factory, names and the host's memory (design notes in backend.h, host_backend.h).
+// The backend registry and the host's memory (design notes in backend.h, host_backend.h).
 #include "runtime/backend.h"
 
 #include <fmt/format.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
-#include "runtime/gpu/gpu_backend.h"
 #include "runtime/host_backend.h"
 #include "support/checked.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/memory.h"
-#if defined(STITCH_HAVE_LLVM)
-#include "runtime/cpu/cpu_backend.h"
-#endif
 
 namespace stitch::rt {
 
-namespace {
+// Defined by the file CMake generates from the list of built-in backends (runtime/CMakeLists.txt):
+// calls each one's register function.
+void registerBuiltinBackends();
 
-constexpr std::array<std::string_view, 5> kChoices = {"auto", "cuda", "hip", "cpu", "reference"};
+namespace {
 
 bool hostAccessible(DLDeviceType d) {
   return d == kDLCPU || d == kDLCUDAHost || d == kDLROCMHost || d == kDLCUDAManaged;
 }
 
-// The oracle's backend: host memory, and nothing to load (the C API runs the reference
-// interpreter on the graph itself).
-class ReferenceBackend final : public HostMemoryBackend {
+// One registered backend and, once asked for, its instance or the reason it has none.
+struct Slot {
+  BackendInfo info;
+  std::once_flag once;
+  std::unique_ptr<Backend> backend;
+  std::string why;
+};
+
+class Registry;
+
+// The registry being made: registerBuiltinBackends runs inside its initialization and adds to it.
+// Thread-local: only the initializing thread sees it (others wait on the static's guard).
+thread_local Registry* building = nullptr;
+
+// The registry. Slots are never removed, and a deque keeps their addresses: a lookup holds the
+// lock only to find its slot, and makes the backend outside it (a GPU backend's probe takes
+// seconds, and may look up another backend).
+class Registry {
  public:
-  BackendKind kind() const override { return BackendKind::Reference; }
-  const Target& target() const override { return target_; }
-  std::shared_ptr<const void> compile(const KernelArtifact&) override {
-    throwError(ErrorCode::Internal, "the reference backend interprets graphs; it compiles no code");
+  static Registry& get() {
+    static Registry* r = [] {
+      static Registry made;
+      building = &made;
+      registerBuiltinBackends();
+      building = nullptr;
+      return &made;
+    }();
+    return *r;
   }
-  std::shared_ptr<Executable> load(const ProgramArtifact&) override {
-    throwError(ErrorCode::Internal, "the reference backend interprets graphs; it loads no code");
+
+  void add(BackendInfo info) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Slot& s : slots_)
+      STITCH_INTERNAL(s.info.name != info.name, "backend '{}' registered twice", info.name);
+    STITCH_INTERNAL(!info.name.empty() && info.name != "auto" && info.make,
+                    "a backend needs a name other than 'auto' and a factory");
+    slots_.emplace_back().info = std::move(info);
   }
-  CacheStats cacheStats() const override { return {}; }
-  PersistentLayers* persistentLayers() override { return nullptr; }
+
+  Slot* find(std::string_view name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Slot& s : slots_)
+      if (s.info.name == name) return &s;
+    return nullptr;
+  }
+
+  std::vector<Slot*> all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Slot*> out;
+    for (Slot& s : slots_) out.push_back(&s);
+    return out;
+  }
 
  private:
-  Target target_ = [] {
-    Target t;
-    t.kind = BackendKind::Reference;
-    return t;
-  }();
+  std::mutex mu_;
+  std::deque<Slot> slots_;
 };
+
+Registry& registry() { return building ? *building : Registry::get(); }
 
 }  // namespace
 
-std::string_view backendName(BackendKind b) {
-  switch (b) {
-    case BackendKind::Reference: return "reference";
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Cuda: return "cuda";
-    case BackendKind::Hip: return "hip";
-  }
-  return "?";
-}
+void registerBackend(BackendInfo info) { registry().add(std::move(info)); }
 
-std::span<const std::string_view> backendChoices() { return kChoices; }
+std::vector<std::string_view> backendChoices() {
+  std::vector<std::string_view> out = {"auto"};
+  for (Slot* s : registry().all()) out.push_back(s->info.name);
+  return out;
+}
 
 std::string backendRequestFromEnv() {
-  return env::getChoice("STITCH_BACKEND", kChoices).value_or("auto");
+  return env::getChoice("STITCH_BACKEND", backendChoices()).value_or("auto");
 }
 
-Backend* backendFor(BackendKind b, std::string* why) {
-  struct Slot {
-    std::once_flag once;
-    std::unique_ptr<Backend> backend;
-    std::string why;
-  };
-  static Slot slots[4];
-  Slot& s = slots[static_cast<int>(b)];
-  std::call_once(s.once, [&] {
+Backend* backendFor(std::string_view name, std::string* why) {
+  Slot* s = registry().find(name);
+  if (!s) {
+    if (why) *why = fmt::format("no backend is named '{}'", name);
+    return nullptr;
+  }
+  std::call_once(s->once, [&] {
     try {
-      switch (b) {
-        case BackendKind::Reference: s.backend = std::make_unique<ReferenceBackend>(); break;
-        case BackendKind::Cpu:
-#if defined(STITCH_HAVE_LLVM)
-          s.backend = cpu::makeCpuBackend();
-#else
-          s.why = "this build of Stitch has no LLVM (configured with STITCH_ENABLE_LLVM=OFF)";
-#endif
-          break;
-        // A GPU backend needs its device (driver library + a device) and its run-time compiler.
-        case BackendKind::Cuda:
-        case BackendKind::Hip: s.backend = gpu::makeGpuBackend(b, &s.why); break;
-      }
+      s->backend = s->info.make(&s->why);
     } catch (const std::exception& e) {
-      s.backend.reset();
-      s.why = e.what();
+      s->backend.reset();
+      s->why = e.what();
     }
+    if (!s->backend && s->why.empty()) s->why = "its factory made none";
   });
-  if (!s.backend && why) *why = s.why;
-  return s.backend.get();
+  if (!s->backend && why) *why = s->why;
+  return s->backend.get();
 }
 
-Backend& requireBackend(BackendKind b) {
+Backend& requireBackend(std::string_view name) {
   std::string why;
-  Backend* backend = backendFor(b, &why);
+  Backend* backend = backendFor(name, &why);
   STITCH_CHECK(backend != nullptr, ErrorCode::BackendUnavailable, "backend '{}' is unavailable: {}",
-               backendName(b), why);
+               name, why);
   return *backend;
 }
 
-bool backendAvailable(BackendKind b, std::string* why) { return backendFor(b, why) != nullptr; }
+bool backendAvailable(std::string_view name, std::string* why) {
+  return backendFor(name, why) != nullptr;
+}
 
-BackendKind resolveBackend(std::string_view request) {
+std::string resolveBackend(std::string_view request) {
+  std::vector<Slot*> slots = registry().all();
   if (request == "auto") {
-    for (BackendKind b :
-         {BackendKind::Cuda, BackendKind::Hip, BackendKind::Cpu, BackendKind::Reference})
-      if (backendAvailable(b)) return b;
-    STITCH_INTERNAL(false, "no backend available");
+    std::stable_sort(slots.begin(), slots.end(), [](const Slot* a, const Slot* b) {
+      return a->info.autoRank < b->info.autoRank;
+    });
+    for (Slot* s : slots)
+      if (s->info.autoRank >= 0 && backendAvailable(s->info.name)) return s->info.name;
+    throwError(ErrorCode::BackendUnavailable, "no backend can run here");
   }
-  for (BackendKind b :
-       {BackendKind::Reference, BackendKind::Cpu, BackendKind::Cuda, BackendKind::Hip}) {
-    if (backendName(b) != request) continue;
+  for (Slot* s : slots) {
+    if (s->info.name != request) continue;
     std::string why;
-    STITCH_CHECK(backendAvailable(b, &why), ErrorCode::BackendUnavailable,
+    STITCH_CHECK(backendAvailable(request, &why), ErrorCode::BackendUnavailable,
                  "backend '{}' is unavailable: {}", request, why);
-    return b;
+    return s->info.name;
   }
   throwError(ErrorCode::InvalidArgument, fmt::format("unknown backend '{}'; valid backends: {}",
-                                                     request, env::joinChoices(kChoices)));
+                                                     request, env::joinChoices(backendChoices())));
 }
 
 void HostMemoryBackend::checkTensorDevice(DLDevice d, const std::string& what) const {

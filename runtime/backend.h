@@ -11,17 +11,21 @@
 // DeviceCompiler interfaces), and the reference backend, which shares the host's memory and
 // runs nothing: the reference interpreter evaluates graphs, beside the backends, as the oracle.
 //
-// Requests name a backend; only "auto" chooses. Asking for a backend that is not built in, or
-// whose device is absent, is BackendUnavailable with the reason, never a silent fallback.
-// Order of preference for auto: cuda, hip, cpu, reference — the first one available.
+// Backends are registered by name (registerBackend): the runtime holds no list or switch of them,
+// so a new backend is its own folder plus a line of CMake (README, "Layout"). Requests name a
+// backend; only "auto" chooses. Asking for a backend that is not built in, or whose device is
+// absent, is BackendUnavailable with the reason, never a silent fallback. Order of preference for
+// auto (BackendInfo::autoRank): cuda, hip, cpu, reference — the first one available.
 #pragma once
 
 #include <dlpack/dlpack.h>
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/artifact.h"
 #include "runtime/kernel_cache.h"
@@ -29,18 +33,37 @@
 
 namespace stitch::rt {
 
-// The names accepted in requests: auto, cuda, hip, cpu, reference.
-std::span<const std::string_view> backendChoices();
+class Backend;
+
+// A backend as the registry knows it: its name, auto's preference, and its factory.
+struct BackendInfo {
+  std::string name;  // "cpu": what requests, STITCH_BACKEND and rt::Target::backend name it by
+  // auto picks the available backend of the lowest rank; a negative rank is never picked by auto
+  // (a backend for tests, say), only by name.
+  int autoRank = -1;
+  // Makes the process-wide instance, or returns nullptr with *why (never null) when it cannot run
+  // here: the library or device is missing, or the build left it out. Called at most once.
+  std::function<std::unique_ptr<Backend>(std::string* why)> make;
+};
+
+// Adds a backend to the registry. The built-in ones are registered before the first lookup (by
+// the register function each backend's folder defines, listed by CMake: runtime/CMakeLists.txt);
+// others may be added at any time before they are asked for. A name registered twice is an
+// internal error.
+void registerBackend(BackendInfo info);
+
+// The names accepted in requests: "auto", then every registered backend's name.
+std::vector<std::string_view> backendChoices();
 // The request STITCH_BACKEND makes: one of backendChoices(), "auto" when unset. Throws
 // InvalidArgument naming the variable, the value and the choices otherwise.
 std::string backendRequestFromEnv();
 
-// Whether b can run here; when not, *why says why.
-bool backendAvailable(BackendKind b, std::string* why = nullptr);
+// Whether the backend named `name` can run here; when not, *why says why.
+bool backendAvailable(std::string_view name, std::string* why = nullptr);
 
-// Resolves "auto" or a backend name. Throws InvalidArgument for an unknown name (listing the valid
-// ones) and BackendUnavailable when the named backend cannot run here.
-BackendKind resolveBackend(std::string_view request);
+// Resolves "auto" or a backend name to a backend's name. Throws InvalidArgument for an unknown
+// name (listing the valid ones) and BackendUnavailable when the named backend cannot run here.
+std::string resolveBackend(std::string_view request);
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
@@ -64,8 +87,8 @@ class Executable {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual BackendKind kind() const = 0;
-  std::string_view name() const { return backendName(kind()); }
+  // Its registered name (BackendInfo::name); the string lives as long as the process.
+  virtual std::string_view name() const = 0;
   // What the driver generates code for.
   virtual const Target& target() const = 0;
 
@@ -96,11 +119,12 @@ class Backend {
   virtual PersistentLayers* persistentLayers() = 0;
 };
 
-// The process-wide backend of kind b, made on first use; nullptr with *why when it cannot run
-// here (a failure is remembered: the library or device will not appear later).
-Backend* backendFor(BackendKind b, std::string* why = nullptr);
+// The process-wide backend named `name`, made on first use; nullptr with *why when it cannot run
+// here or no backend has that name (a failure is remembered: the library or device will not
+// appear later).
+Backend* backendFor(std::string_view name, std::string* why = nullptr);
 
 // backendFor, or BackendUnavailable with the reason.
-Backend& requireBackend(BackendKind b);
+Backend& requireBackend(std::string_view name);
 
 }  // namespace stitch::rt

@@ -24,7 +24,7 @@
 //     sources of src/, runtime/ and kernels_templates/, support/code_identity.h): a new release,
 //     or a development build whose lowering or emitters changed, may emit different code for the
 //     same program, and old entries must not be reused by it.
-// The builders are hostKernelKey and gpuKernelKey (src/driver/keys.h: the compile driver keys
+// The builders are hostKernelKey and gpuKernelKey (src/target/keys.h: the compile driver keys
 // each artifact it emits; backends only read the keys); tests/lower/test_program_key.cpp mutates
 // every program field and every target attribute and option one at a time and checks that the key
 // changes. CacheKey::canonical() concatenates the parts length-prefixed (no choice of contents can
@@ -220,7 +220,7 @@ namespace stitch::rt {
 // The identity of a compiled artifact: named parts, each the canonical bytes of one thing the
 // compiled code depends on (the kernel program's serialization, each target attribute, the
 // options, the compiler's version, ...), in the order the key builder adds them, then the library
-// version. Builders: hostKernelKey and gpuKernelKey (src/driver/keys.h).
+// version. Builders: hostKernelKey and gpuKernelKey (src/target/keys.h).
 struct CacheKey {
   struct Part {
     std::string name;   // what the bytes are ("program", "triple", ...); part of the identity

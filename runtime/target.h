@@ -1,9 +1,9 @@
 // What code is generated for: the description a backend gives the compile driver.
 //
-// A backend (runtime/backend.h) describes its machine here, in plain data, and the driver
-// (src/driver) plans, lowers and emits for it and builds the cache keys from it. Nothing in this
-// header knows how code is generated: the driver turns `arch` into the emitter's target and the
-// planner's hardware profile.
+// A backend (runtime/backend.h) describes its machine here, in plain data, and the compile side's
+// target of the same name (src/target/target.h) turns it into the planner's machine facts, the
+// schedule and the emitted code, and the cache keys. Nothing in this header knows how code is
+// generated.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,6 @@
 #include <vector>
 
 namespace stitch::rt {
-
-// The backends that exist. Reference is the interpreter, the oracle: it runs graphs, not
-// compiled code.
-enum class BackendKind { Reference, Cpu, Cuda, Hip };
-
-std::string_view backendName(BackendKind b);
 
 // The machine host code is generated for: every attribute the object code depends on.
 struct HostTarget {
@@ -45,7 +39,7 @@ struct GpuCompilerId {
 };
 
 // What a GPU backend read from its device and measured on it (runtime/gpu/device_profile.h), for
-// the planner's hardware profile (driver::profileFor). Zero means unknown: the arch's built-in
+// the planner's hardware profile (target::Target::facts). Zero means unknown: the arch's built-in
 // figure stands (always so when compiling without a device).
 struct DeviceProfile {
   std::string name;    // "NVIDIA H100 80GB HBM3"
@@ -63,8 +57,8 @@ struct DeviceProfile {
 };
 
 // What the cpu backend measured and read of its machine (runtime/cpu/host_profile.h), for the
-// planner's host profile (driver::profileFor). Zero means unknown: the built-in host figure stands
-// (always so for `stitch plan --target host`, which plans for the built-in profile).
+// planner's host profile (target::Target::facts). Zero means unknown: the built-in host figure
+// stands (always so for `stitch plan --target host`, which plans for the built-in profile).
 struct HostProfile {
   std::string model;    // "AMD EPYC 9R14 96-Core Processor" (/proc/cpuinfo), else LLVM's CPU name
   int threads = 0;      // the threads CPU kernels run on, callers included (STITCH_NUM_THREADS)
@@ -77,7 +71,10 @@ struct HostProfile {
 };
 
 struct Target {
-  BackendKind kind = BackendKind::Cpu;
+  // The backend the code is for, by its registered name (runtime/backend.h: "cpu", "cuda", "hip",
+  // "reference", or one a build or a test registers): the compile side's Target of the same name
+  // (src/target/target.h) generates its code.
+  std::string backend = "cpu";
   std::string arch = "host";  // "host", "sm_90", "gfx90a"
   // GPU: measured on the device; 0 means the arch's nominal value (compiling with no device).
   int warpSize = 0;

@@ -61,11 +61,11 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   auto jit = OrcJit::Create(3);
   if (!jit) throwError(ErrorCode::Compile, "LLVM ORC: " + errorText(jit.takeError()));
   jit_ = std::move(*jit);
-  target_.kind = BackendKind::Cpu;
+  target_.backend = "cpu";
   target_.arch = "host";
   target_.host = hostTargetOf(*jit_);
   target_.hostOptions = hostOptionsOf(*jit_);
-  // The planner prices this very machine (driver::profileFor): the threads kernels run on, and
+  // The planner prices this very machine (target::Target::facts): the threads kernels run on, and
   // the bandwidth they reach, measured once per machine (host_profile.h).
   target_.hostProfile = probeHostProfile(sharedPool().threads(), target_.host);
   target_.hostOptions.streamingStoreBytes = hostStreamingStoreBytes(target_.hostProfile);

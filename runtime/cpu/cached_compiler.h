@@ -1,6 +1,6 @@
 // Host kernels through the kernel cache (runtime/kernel_cache.h).
 //
-// The key of a kernel comes with its artifact (the driver builds it: driver/keys.h, from the
+// The key of a kernel comes with its artifact (the driver builds it: target/keys.h, from the
 // kernel's LLVM IR with neutral names, this compiler's HostTarget and HostCompileOptions, and the
 // library version). A memory hit returns the loaded kernel; a disk hit loads object code with ORC
 // (no LLVM optimization or code generation); a miss parses the artifact's LLVM IR, compiles it to

@@ -70,7 +70,7 @@ class CpuExecutable final : public Executable {
 
 class CpuBackend final : public HostMemoryBackend {
  public:
-  BackendKind kind() const override { return BackendKind::Cpu; }
+  std::string_view name() const override { return "cpu"; }
   // The JIT is made on first use (it is what the first compile needs anyway).
   const Target& target() const override { return HostCompiler::instance().target(); }
   std::shared_ptr<const void> compile(const KernelArtifact& kernel) override {
@@ -88,3 +88,12 @@ class CpuBackend final : public HostMemoryBackend {
 std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
 
 }  // namespace stitch::rt::cpu
+
+namespace stitch::rt::registration {
+
+// Listed in runtime/CMakeLists.txt's built-in backends (with LLVM; without, cpu_unavailable.cpp).
+void cpu() {
+  registerBackend({"cpu", /*autoRank=*/20, [](std::string*) { return cpu::makeCpuBackend(); }});
+}
+
+}  // namespace stitch::rt::registration

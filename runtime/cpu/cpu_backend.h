@@ -15,7 +15,7 @@
 
 namespace stitch::rt::cpu {
 
-// What the factory (runtime/backend.cpp) calls.
+// The backend registered as "cpu" (registration::cpu()).
 std::unique_ptr<Backend> makeCpuBackend();
 
 }  // namespace stitch::rt::cpu

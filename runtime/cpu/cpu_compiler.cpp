@@ -33,7 +33,8 @@ struct CodeOwner {
 
 std::unique_ptr<llvm::Module> parse(const KernelCode& code, const std::string& name,
                                     llvm::LLVMContext& ctx, const OrcJit& jit) {
-  STITCH_INTERNAL(code.language == CodeLanguage::LlvmIr, "the cpu backend was handed GPU source");
+  STITCH_INTERNAL(code.language == "llvm-ir", "the cpu backend was handed {} code, not LLVM IR",
+                  code.language);
   llvm::SMDiagnostic diag;
   std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(code.text, diag, ctx);
   if (!m) {

@@ -3,9 +3,10 @@
 // Design note. The planner prices host kernels with the built-in `host` profile
 // (src/fusion/hardware.cpp), a fixed nominal machine so that plans made by `stitch plan --target
 // host` and the planner tests do not depend on the machine they run on. The cpu backend describes
-// the machine it runs on in rt::HostProfile (runtime/target.h), which driver::profileFor lays over
-// the built-in profile field by field (a field left 0 keeps the built-in figure), as the GPU
-// backends do with rt::DeviceProfile (runtime/gpu/device_profile.h, same protocol):
+// the machine it runs on in rt::HostProfile (runtime/target.h), which the target's facts()
+// (src/target) lays over the built-in profile field by field (a field left 0 keeps the built-in
+// figure), as the GPU backends do with rt::DeviceProfile (runtime/gpu/device_profile.h, same
+// protocol):
 //   - read at every start (cheap): the CPU model (/proc/cpuinfo), the threads CPU kernels run on
 //     (the thread pool's size, STITCH_NUM_THREADS), the f32 SIMD width (from the features LLVM
 //     reports: AVX-512 16 lanes, AVX 8, SSE / NEON 4), the L1 data, L2 and last-level cache
@@ -23,7 +24,7 @@
 // A measurement that fails (no memory for the buffers) is logged and the built-in bandwidth
 // stands; nothing is stored, so the next process tries again.
 //
-// Cache keys: a host kernel's key (driver/keys.h) holds its lowered program, which is what the
+// Cache keys: a host kernel's key (target/keys.h) holds its lowered program, which is what the
 // plan made of the profile; the profile itself does not determine the code beyond the program, so
 // it is not in the key (two profiles that plan alike share their compiled kernels).
 #pragma once

@@ -41,10 +41,12 @@ double threadCpuSeconds() {
 
 class RtcCompiler : public DeviceCompiler {
  public:
-  RtcCompiler(std::string_view name, const RtcFunctions& fns, bool serialize)
-      : name_(name), fns_(fns), serialize_(serialize) {}
+  RtcCompiler(std::string_view name, std::string_view language, const RtcFunctions& fns,
+              bool serialize)
+      : name_(name), language_(language), fns_(fns), serialize_(serialize) {}
 
   std::string_view name() const override { return name_; }
+  std::string_view language() const override { return language_; }
   std::string version() const override {
     int major = 0, minor = 0;
     fns_.version(&major, &minor);
@@ -162,6 +164,7 @@ class RtcCompiler : public DeviceCompiler {
   }
 
   std::string_view name_;
+  std::string_view language_;
   const RtcFunctions& fns_;
   bool serialize_;
   std::mutex mutex_;
@@ -169,7 +172,7 @@ class RtcCompiler : public DeviceCompiler {
 
 class NvrtcCompiler final : public RtcCompiler {
  public:
-  explicit NvrtcCompiler(const RtcFunctions& fns) : RtcCompiler("nvrtc", fns, false) {
+  explicit NvrtcCompiler(const RtcFunctions& fns) : RtcCompiler("nvrtc", "cuda", fns, false) {
     int major = 0, minor = 0;
     fns.version(&major, &minor);
     // NVRTC 12.9+ keeps compiled code in the driver's ComputeCache (~/.nv) when libcuda is
@@ -214,7 +217,7 @@ class HiprtcCompiler final : public RtcCompiler {
  public:
   // Serialized: hipRTC runs one compile at a time internally anyway (ROCm/hip#3826), and comgr,
   // under it, was not reliably thread-safe in the ROCm 5 era (ROCm-CompilerSupport#27).
-  explicit HiprtcCompiler(const RtcFunctions& fns) : RtcCompiler("hiprtc", fns, true) {}
+  explicit HiprtcCompiler(const RtcFunctions& fns) : RtcCompiler("hiprtc", "hip", fns, true) {}
 
  protected:
   bool targets(const std::string& arch) const override {

@@ -55,6 +55,8 @@ class DeviceCompiler {
  public:
   virtual ~DeviceCompiler() = default;
   virtual std::string_view name() const = 0;  // "nvrtc" / "hiprtc"
+  // The language it compiles, as rt::KernelCode names it: "cuda" / "hip".
+  virtual std::string_view language() const = 0;
   // The library's version, "13.0": another compiler version may emit other code (cache keys).
   virtual std::string version() const = 0;
   // The options compile() passes for `arch` before extraOptions (cache keys).

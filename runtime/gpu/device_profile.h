@@ -4,8 +4,8 @@
 // built-in GPU profiles are datasheet figures for one part per family (H100 SXM for sm_90); the
 // device a backend runs on may be another part of the family (an H100 PCIe has fewer SMs and a
 // slower memory) or run at other clocks. So a GPU backend describes its device in
-// rt::DeviceProfile (runtime/target.h), which driver::profileFor lays over the built-in profile
-// field by field (a field left 0 keeps the built-in figure):
+// rt::DeviceProfile (runtime/target.h), which the target's facts() (src/target) lays over the
+// built-in profile field by field (a field left 0 keeps the built-in figure):
 //   - limits the driver reports (Device::queryProfile): resident threads and blocks, registers and
 //     shared memory per multiprocessor, the opt-in shared memory per block, the SM clock. Cheap:
 //     read at every start;
@@ -20,7 +20,7 @@
 //
 // What runs where: the query and the measurement need the device (GpuBackend calls them when it
 // is made) and are kept thin; the rest (the text form, the cache protocol, the fallback, the
-// overlay in driver::profileFor) is plain code tested on any machine
+// overlay in the target's facts() (src/target)) is plain code tested on any machine
 // (tests/runtime/test_device_profile.cpp).
 #pragma once
 

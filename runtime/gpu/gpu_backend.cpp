@@ -10,28 +10,29 @@
 
 namespace stitch::rt::gpu {
 
-std::unique_ptr<Backend> makeGpuBackend(BackendKind kind, std::string* why) {
-  STITCH_INTERNAL(kind == BackendKind::Cuda || kind == BackendKind::Hip, "not a GPU backend");
-  bool cuda = kind == BackendKind::Cuda;
+std::unique_ptr<Backend> makeGpuBackend(std::string_view api, std::string* why) {
+  STITCH_INTERNAL(api == "cuda" || api == "hip", "'{}' is not a GPU API", api);
+  bool cuda = api == "cuda";
   Device* device = cuda ? cudaDevice(why) : hipDevice(why);
   if (!device) return nullptr;
   DeviceCompiler* compiler = cuda ? nvrtcCompiler(why) : hiprtcCompiler(why);
   if (!compiler) return nullptr;
-  return std::make_unique<GpuBackend>(kind, device, compiler);
+  return std::make_unique<GpuBackend>(api, device, compiler);
 }
 
-GpuBackend* GpuBackend::get(BackendKind kind, std::string* why) {
-  return static_cast<GpuBackend*>(backendFor(kind, why));
+GpuBackend* GpuBackend::get(std::string_view api, std::string* why) {
+  STITCH_INTERNAL(api == "cuda" || api == "hip", "'{}' is not a GPU API", api);
+  return static_cast<GpuBackend*>(backendFor(api, why));
 }
 
-GpuBackend::GpuBackend(BackendKind kind, Device* device, DeviceCompiler* compiler)
-    : kind_(kind), device_(device), compiler_(compiler) {
-  target_.kind = kind;
+GpuBackend::GpuBackend(std::string_view api, Device* device, DeviceCompiler* compiler)
+    : cuda_(api == "cuda"), device_(device), compiler_(compiler) {
+  target_.backend = std::string(api);
   target_.arch = device->arch();
   target_.processors = device->smCount();
   target_.warpSize = device->warpSize();
   target_.compiler = compilerId(*compiler_, target_.arch);
-  // The planner prices this very device (driver::profileFor): its limits, and its bandwidth
+  // The planner prices this very device (target::Target::facts): its limits, and its bandwidth
   // measured once and cached on disk (device_profile.h).
   target_.device = probeDeviceProfile(*device_, *compiler_, target_.arch);
   cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
@@ -59,12 +60,10 @@ CacheStats GpuBackend::cacheStats() const {
   return s;
 }
 
-DLDevice GpuBackend::device() const {
-  return DLDevice{kind_ == BackendKind::Cuda ? kDLCUDA : kDLROCM, 0};
-}
+DLDevice GpuBackend::device() const { return DLDevice{cuda_ ? kDLCUDA : kDLROCM, 0}; }
 
 void GpuBackend::checkTensorDevice(DLDevice d, const std::string& what) const {
-  bool cuda = kind_ == BackendKind::Cuda;
+  const bool cuda = cuda_;
   DLDeviceType want = cuda ? kDLCUDA : kDLROCM;
   STITCH_CHECK(d.device_type == want || (cuda && d.device_type == kDLCUDAManaged),
                ErrorCode::InvalidArgument,
@@ -161,3 +160,17 @@ void GpuExecutable::run(std::span<const BoundValue> bound, void* stream) {
 }
 
 }  // namespace stitch::rt::gpu
+
+namespace stitch::rt::registration {
+
+// Listed in runtime/CMakeLists.txt's built-in backends.
+void cuda() {
+  registerBackend(
+      {"cuda", /*autoRank=*/0, [](std::string* why) { return gpu::makeGpuBackend("cuda", why); }});
+}
+void hip() {
+  registerBackend(
+      {"hip", /*autoRank=*/10, [](std::string* why) { return gpu::makeGpuBackend("hip", why); }});
+}
+
+}  // namespace stitch::rt::registration

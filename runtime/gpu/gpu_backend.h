@@ -27,17 +27,18 @@ namespace stitch::rt::gpu {
 
 class GpuBackend final : public Backend {
  public:
-  GpuBackend(BackendKind kind, Device* device, DeviceCompiler* compiler);
+  // `api`: "cuda" or "hip", the name it is registered by.
+  GpuBackend(std::string_view api, Device* device, DeviceCompiler* compiler);
 
-  // The process-wide backend of kind (Cuda or Hip), or nullptr with *why.
-  static GpuBackend* get(BackendKind kind, std::string* why = nullptr);
+  // The process-wide backend named `api` ("cuda" or "hip"), or nullptr with *why.
+  static GpuBackend* get(std::string_view api, std::string* why = nullptr);
 
   Device& gpu() { return *device_; }
   DeviceCompiler& compiler() { return *compiler_; }
   // Form `form` of kernel `a`, compiled for this device (through the cache) and loaded.
   std::shared_ptr<const GpuKernel> kernel(const KernelArtifact& a, size_t form);
 
-  BackendKind kind() const override { return kind_; }
+  std::string_view name() const override { return cuda_ ? "cuda" : "hip"; }
   const Target& target() const override { return target_; }
   DLDevice device() const override;
   void checkTensorDevice(DLDevice d, const std::string& what) const override;
@@ -52,7 +53,7 @@ class GpuBackend final : public Backend {
   PersistentLayers* persistentLayers() override { return &cache_->layers(); }
 
  private:
-  BackendKind kind_;
+  bool cuda_;  // else hip
   Device* device_;
   DeviceCompiler* compiler_;
   Target target_;
@@ -60,8 +61,9 @@ class GpuBackend final : public Backend {
   ShapeClassCounter classes_;
 };
 
-// What the factory (runtime/backend.cpp) calls: the backend of kind, or nullptr with *why.
-std::unique_ptr<Backend> makeGpuBackend(BackendKind kind, std::string* why);
+// The backends registered as "cuda" and "hip" (registration::cuda(), registration::hip()): the
+// backend of that API, or nullptr with *why.
+std::unique_ptr<Backend> makeGpuBackend(std::string_view api, std::string* why);
 
 // A program loaded on a GPU for one input signature.
 class GpuExecutable final : public Executable {

@@ -13,7 +13,8 @@ GpuCompilerId compilerId(const DeviceCompiler& compiler, const std::string& arch
 
 DeviceBinary compileCode(const KernelCode& code, const std::string& arch,
                          DeviceCompiler& compiler) {
-  STITCH_INTERNAL(code.language != CodeLanguage::LlvmIr, "LLVM IR handed to {}", compiler.name());
+  STITCH_INTERNAL(code.language == compiler.language(), "{} code handed to {}", code.language,
+                  compiler.name());
   static const std::vector<DeviceHeader> none;
   return compiler.compile(code.text, "stitch_kernel.cu", code.headers ? *code.headers : none, arch);
 }

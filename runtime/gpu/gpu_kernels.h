@@ -2,7 +2,7 @@
 //
 // Design note. The compile driver (src/driver) emits each kernel as CUDA or HIP source in two
 // forms (16-byte aligned buffers, which allow vector accesses, and any alignment) with a cache
-// key each (driver/keys.h: the program's canonical serialization, every target field, the emit
+// key each (target/keys.h: the program's canonical serialization, every target field, the emit
 // options, the compiler's name, version and options, a digest of the device headers). The
 // payload is the cubin or HSA code object. A memory hit returns the loaded module; a disk hit
 // loads the binary (no compile); a miss compiles, stores and loads. Compilation needs no device

@@ -30,8 +30,8 @@ std::string kernelSummary(const ir::Graph& g, const fusion::Kernel& k, size_t in
                      p.phases.size() == 1 ? "" : "s");
 }
 
-std::string codegenText(const api::PlannedGraph& p, const std::string& target, const rt::Target& t,
-                        bool source) {
+std::string codegenText(const api::PlannedGraph& p, const std::string& target,
+                        const target::Target& t, bool source) {
   const driver::Build& b = p.build;
   const size_t n = b.plan.kernels.size();
   std::string text = fmt::format("graph {}: {} kernel{} for {}\n", p.optimized.name(), n,
@@ -41,12 +41,12 @@ std::string codegenText(const api::PlannedGraph& p, const std::string& target, c
     const rt::KernelArtifact& k = b.artifact.kernels[i];
     const rt::KernelCode& code = k.forms.at(0);
     if (source) {
-      const char* comment = code.language == rt::CodeLanguage::LlvmIr ? ";" : "//";
+      const char* comment = code.language == "llvm-ir" ? ";" : "//";
       text += fmt::format("{} ---- {}\n{}\n", comment, summary, code.text);
       continue;
     }
-    driver::CompileReport r = driver::compileOffline(k, t);
-    if (code.language == rt::CodeLanguage::LlvmIr) {
+    target::CompileReport r = t.compile(k);
+    if (r.throughCache) {
       text += fmt::format("  {}: compiled (or found in the kernel cache) by {} in {:.1f} ms\n",
                           summary, r.compiler, r.seconds * 1e3);
       continue;
@@ -95,10 +95,10 @@ stitch_status_t stitch_graph_codegen(stitch_graph_t graph, const char* const* ke
                  env::joinChoices(kEmitChoices));
     configureLoggingFromEnv();
     // The cost model prices the target's family (sm_86 plans as sm_80 would, for instance).
-    rt::Target t = driver::offlineTarget(target);
-    api::PlannedGraph p = api::buildForSizes(graph->graph(), t, options, symbols, sizes,
+    const std::unique_ptr<target::Target> t = target::makeTarget(target::offlineTarget(target));
+    api::PlannedGraph p = api::buildForSizes(graph->graph(), *t, options, symbols, sizes,
                                              num_symbols, driver::Stage::Emit);
-    api::copyOut(codegenText(p, target, t, emit == "source"), buf, capacity, needed);
+    api::copyOut(codegenText(p, target, *t, emit == "source"), buf, capacity, needed);
     return STITCH_OK;
   })
 }

@@ -89,7 +89,7 @@ struct PlannedGraph {
   ir::Graph optimized;
   driver::Build build;
 };
-PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target,
+PlannedGraph buildForSizes(const ir::Graph& g, const target::Target& target,
                            const driver::Options& options, const char* const* symbols,
                            const int64_t* sizes, size_t n, driver::Stage stage);
 

@@ -60,7 +60,7 @@ ir::Bindings bindingsFor(const ir::Graph& g, const char* const* symbols, const i
   return bindings;
 }
 
-PlannedGraph buildForSizes(const ir::Graph& g, const rt::Target& target,
+PlannedGraph buildForSizes(const ir::Graph& g, const target::Target& target,
                            const driver::Options& options, const char* const* symbols,
                            const int64_t* sizes, size_t n, driver::Stage stage) {
   // Planning without an engine (stitch plan, stitch codegen) honours STITCH_LOG_LEVEL too, and
@@ -129,8 +129,9 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
     // Plans are explained for the cost model's profiles only (stitch codegen takes any sm_XY).
     STITCH_CHECK(fusion::findProfile(target).has_value(), ErrorCode::InvalidArgument,
                  "unknown target '{}'; valid targets: {}", target, fusion::profileNames());
-    api::PlannedGraph p = api::buildForSizes(graph->graph(), driver::namedTarget(target), options,
-                                             symbols, sizes, num_symbols, driver::Stage::Plan);
+    const std::unique_ptr<target::Target> t = target::makeTarget(target::namedTarget(target));
+    api::PlannedGraph p = api::buildForSizes(graph->graph(), *t, options, symbols, sizes,
+                                             num_symbols, driver::Stage::Plan);
     const fusion::Plan& plan = p.build.plan;
     std::string text = format == "json"  ? fusion::explainJson(p.optimized, plan)
                        : format == "dot" ? fusion::explainDot(p.optimized, plan)

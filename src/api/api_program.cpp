@@ -138,20 +138,19 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
         "plan", "plan.txt",
         "# signature " + key + "\n" + origin + classes + fusion::explainText(p.optimized, b.plan));
   }
+  // Each kernel's code in the file its language is written in: LLVM IR (STITCH_DUMP=llvm), or
+  // the C-style source of the GPU targets and any other (STITCH_DUMP=source).
   for (size_t i = 0; i < b.artifact.kernels.size(); ++i) {
     const rt::KernelCode& code = b.artifact.kernels[i].forms.at(0);
-    switch (code.language) {
-      case rt::CodeLanguage::Cuda:
-      case rt::CodeLanguage::Hip:
-        if (c.dump.source)
-          write(
-              "source",
-              fmt::format("kernel{}.{}", i, code.language == rt::CodeLanguage::Hip ? "hip" : "cu"),
-              code.text);
-        break;
-      case rt::CodeLanguage::LlvmIr:
-        if (c.dump.llvm) write("llvm", fmt::format("kernel{}.ll", i), code.text);
-        break;
+    if (code.language == "llvm-ir") {
+      if (c.dump.llvm) write("llvm", fmt::format("kernel{}.ll", i), code.text);
+    } else if (c.dump.source) {
+      write("source",
+            fmt::format("kernel{}.{}", i,
+                        code.language == "cuda"  ? "cu"
+                        : code.language == "hip" ? "hip"
+                                                 : "c"),
+            code.text);
     }
   }
 }
@@ -163,12 +162,12 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
 std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
                                                 const rt::CacheKey& key, const ir::Graph& optimized,
                                                 std::span<const ir::ConcreteInput> signature,
-                                                rt::BackendKind kind) {
+                                                const target::Target& target) {
   std::optional<std::vector<uint8_t>> bytes = layers.load(key, rt::EntryKind::Program);
   if (!bytes) return std::nullopt;
   try {
-    rt::ProgramArtifact artifact = driver::decodeProgramArtifact(*bytes);
-    driver::validateProgramArtifact(artifact, optimized, signature, kind);
+    rt::ProgramArtifact artifact = driver::decodeProgramArtifact(*bytes, target);
+    driver::validateProgramArtifact(artifact, optimized, signature, target);
     return artifact;
   } catch (const Error& e) {
     layers.rejected(key, fmt::format("graph {}'s program entry", optimized.name()), e.what());
@@ -191,7 +190,8 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   for (const auto& t : inputs) sig.push_back({t.dtype, t.shape});
   rt::Backend& backend = *p.config->backend;
   const api::EngineConfig& c = *p.config;
-  const bool oracle = backend.kind() == rt::BackendKind::Reference;
+  const std::unique_ptr<target::Target> target = target::makeTarget(backend.target());
+  const bool oracle = !target->generatesCode();
   const driver::Options options{c.fusion, c.planCandidate};
   auto state = std::make_shared<SignatureState>();
   rt::PersistentLayers* layers = oracle ? nullptr : backend.persistentLayers();
@@ -199,7 +199,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   if (layers) entry = driver::programEntryKey(p.optimized, sig, backend.target(), options);
   if (entry && !(c.dump.plan || c.dump.source || c.dump.llvm)) {
     if (std::optional<rt::ProgramArtifact> artifact =
-            warmArtifact(*layers, *entry, p.optimized, sig, backend.kind())) {
+            warmArtifact(*layers, *entry, p.optimized, sig, *target)) {
       log().debug("graph {}: signature {} from its program entry ({} kernels)", p.graph.name(), key,
                   artifact->kernels.size());
       try {
@@ -217,7 +217,7 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
     }
   }
   driver::Build build =
-      driver::build(p.optimized, ir::bindInputs(p.optimized, sig), backend.target(), options,
+      driver::build(p.optimized, ir::bindInputs(p.optimized, sig), *target, options,
                     oracle ? driver::Stage::Plan : driver::Stage::Emit, p.plans.get());
   log().debug("graph {}: signature {} planned into {} kernels ({} ops)", p.graph.name(), key,
               build.plan.kernels.size(), p.optimized.numOps());

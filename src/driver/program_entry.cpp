@@ -92,7 +92,7 @@ void write(CanonicalWriter& w, const rt::KernelCode& c) {
     w.string(p.bytes);
   });
   w.string(key.version);
-  w.enumeration(language);
+  w.string(language);
   w.string(text);
   // The device headers are this build's (the key's version says which build): only whether the
   // code has them is stored.
@@ -102,19 +102,22 @@ void write(CanonicalWriter& w, const rt::KernelCode& c) {
   write(w, cooperative);
 }
 
-void read(CanonicalReader& r, rt::KernelCode& c) {
+void read(CanonicalReader& r, rt::KernelCode& c, const target::Target& target) {
   auto& [key, language, text, headers, requiresAlignment, phases, cooperative] = c;
   key.parts = readAll<rt::CacheKey::Part>(r, 16, [&](rt::CacheKey::Part& p) {
     p.name = r.string();
     p.bytes = r.string();
   });
   key.version = r.string();
-  language = r.enumeration<rt::CodeLanguage>();
-  if (language != rt::CodeLanguage::LlvmIr && language != rt::CodeLanguage::Cuda &&
-      language != rt::CodeLanguage::Hip)
-    throwError(ErrorCode::InvalidArgument, "program entry: unknown code language");
+  language = r.string();
   text = r.string();
-  headers = r.boolean() ? deviceHeaders() : nullptr;
+  // The target's headers (a GPU's device templates): build constants, not stored.
+  if (r.boolean()) {
+    headers = target.headers();
+    if (!headers)
+      throwError(ErrorCode::InvalidArgument,
+                 "program entry: code that includes headers, for a target that has none");
+  }
   requiresAlignment = r.boolean();
   phases = readAll<rt::EntryPoint>(r, 8, [&](rt::EntryPoint& e) { read(r, e); });
   read(r, cooperative);
@@ -140,7 +143,7 @@ void write(CanonicalWriter& w, const rt::KernelArtifact& k) {
   writeAll(w, forms, [&](const rt::KernelCode& c) { write(w, c); });
 }
 
-void read(CanonicalReader& r, rt::KernelArtifact& k) {
+void read(CanonicalReader& r, rt::KernelArtifact& k, const target::Target& target) {
   auto& [name, params, phases, sizes, checks, forms] = k;
   name = r.string();
   params = readAll<rt::KernelBuffer>(r, 17, [&](rt::KernelBuffer& b) {
@@ -159,7 +162,7 @@ void read(CanonicalReader& r, rt::KernelArtifact& k) {
   });
   sizes = readAll<int64_t>(r, 8, [&](int64_t& s) { s = r.integer<int64_t>(); });
   checks = readAll<std::string>(r, 8, [&](std::string& c) { c = r.string(); });
-  forms = readAll<rt::KernelCode>(r, 8, [&](rt::KernelCode& c) { read(r, c); });
+  forms = readAll<rt::KernelCode>(r, 8, [&](rt::KernelCode& c) { read(r, c, target); });
 }
 
 }  // namespace
@@ -189,10 +192,10 @@ std::string serializeGraph(const ir::Graph& g) {
 }
 
 std::string serializeTarget(const rt::Target& t) {
-  const auto& [kind, arch, warpSize, processors, host, hostOptions, hostProfile, compiler, device] =
-      t;
+  const auto& [backend, arch, warpSize, processors, host, hostOptions, hostProfile, compiler,
+               device] = t;
   CanonicalWriter w;
-  w.enumeration(kind);
+  w.string(backend);
   w.string(arch);
   w.integer(warpSize);
   w.integer(processors);
@@ -265,14 +268,15 @@ std::vector<uint8_t> encodeProgramArtifact(const rt::ProgramArtifact& a) {
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
-rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes) {
+rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes,
+                                          const target::Target& target) {
   CanonicalReader r(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   if (r.integer<uint32_t>() != kProgramEntryFormat)
     throwError(ErrorCode::InvalidArgument, "program entry: another entry format");
   rt::ProgramArtifact a;
   auto& [name, kernels, external, valueLabels] = a;
   name = r.string();
-  kernels = readAll<rt::KernelArtifact>(r, 40, [&](rt::KernelArtifact& k) { read(r, k); });
+  kernels = readAll<rt::KernelArtifact>(r, 40, [&](rt::KernelArtifact& k) { read(r, k, target); });
   external = readAll<int>(r, 4, [&](int& v) { v = r.integer<int>(); });
   valueLabels = readAll<std::string>(r, 8, [&](std::string& s) { s = r.string(); });
   r.finish();
@@ -285,16 +289,6 @@ namespace {
   throwError(ErrorCode::InvalidArgument, "program entry: " + what);
 }
 
-rt::CodeLanguage languageOf(rt::BackendKind kind) {
-  switch (kind) {
-    case rt::BackendKind::Cuda: return rt::CodeLanguage::Cuda;
-    case rt::BackendKind::Hip: return rt::CodeLanguage::Hip;
-    case rt::BackendKind::Cpu:
-    case rt::BackendKind::Reference: break;
-  }
-  return rt::CodeLanguage::LlvmIr;
-}
-
 void checkLaunch(const rt::EntryPoint& e, const std::string& where) {
   const auto& [symbol, units, grain, grid, block, sharedBytes] = e;
   if (symbol.empty()) defect(where + " has no symbol");
@@ -305,11 +299,14 @@ void checkLaunch(const rt::EntryPoint& e, const std::string& where) {
                     where, symbol, units, grain, grid, block, sharedBytes));
 }
 
-void checkForm(const rt::KernelCode& code, size_t numPhases, rt::CodeLanguage language,
+void checkForm(const rt::KernelCode& code, size_t numPhases, const target::Target& target,
                const std::string& where) {
   const auto& [key, lang, text, headers, requiresAlignment, phases, cooperative] = code;
-  (void)text, (void)headers, (void)requiresAlignment;  // code and flags: what the key describes
-  if (lang != language) defect(where + " is code of another backend's language");
+  (void)text, (void)requiresAlignment;  // code and flags: what the key describes
+  if (lang != target.language()) defect(where + " is code of another backend's language");
+  if ((headers != nullptr) != (target.headers() != nullptr))
+    defect(where + (headers ? " includes headers its target has none of"
+                            : " lacks the headers its target's code includes"));
   if (key.version != rt::CacheKey().version)
     defect(fmt::format("{}'s key is of another build ({})", where, key.version));
   if (phases.size() != numPhases)
@@ -320,14 +317,9 @@ void checkForm(const rt::KernelCode& code, size_t numPhases, rt::CodeLanguage la
     checkLaunch(phases[i], at);
     if (!symbols.insert(phases[i].symbol).second)
       defect(fmt::format("{} defines {} twice", where, phases[i].symbol));
-    // Host symbols are named after the code's key (driver.cpp, emitHost), so that two codes never
-    // define one name in the JIT.
-    if (lang == rt::CodeLanguage::LlvmIr &&
-        phases[i].symbol != fmt::format("stitch_{:016x}_{}", key.hash(), i))
-      defect(fmt::format("{}'s symbol {} is not the one its key names", at, phases[i].symbol));
   }
+  if (std::string wrong = target.checkCode(code); !wrong.empty()) defect(where + ": " + wrong);
   if (!cooperative.symbol.empty()) {
-    if (lang == rt::CodeLanguage::LlvmIr) defect(where + " has a cooperative entry on the host");
     checkLaunch(cooperative, where + ", cooperative entry");
     if (!symbols.insert(cooperative.symbol).second)
       defect(fmt::format("{} defines {} twice", where, cooperative.symbol));
@@ -337,7 +329,8 @@ void checkForm(const rt::KernelCode& code, size_t numPhases, rt::CodeLanguage la
 }  // namespace
 
 void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& optimized,
-                             std::span<const ir::ConcreteInput> signature, rt::BackendKind kind) {
+                             std::span<const ir::ConcreteInput> signature,
+                             const target::Target& target) {
   const auto& [name, kernels, external, valueLabels] = a;
   if (name != optimized.name())
     defect(fmt::format("an artifact of graph '{}', not '{}'", name, optimized.name()));
@@ -350,7 +343,6 @@ void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& opti
     defect(fmt::format("{} value labels for {} nodes", valueLabels.size(), numNodes));
   const std::vector<std::vector<int64_t>> shapes =
       ir::concreteShapes(optimized, ir::bindInputs(optimized, signature));
-  const rt::CodeLanguage language = languageOf(kind);
 
   // Scratch slots are numbered densely across the program: fewer than its parameters.
   size_t numParams = 0;
@@ -378,7 +370,7 @@ void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& opti
     if (phases.empty()) defect(where + " has no phases");
     if (forms.empty()) defect(where + " has no code");
     for (size_t f = 0; f < forms.size(); ++f)
-      checkForm(forms[f], phases.size(), language, fmt::format("{}, form {}", where, f));
+      checkForm(forms[f], phases.size(), target, fmt::format("{}, form {}", where, f));
     for (size_t pi = 0; pi < params.size(); ++pi) {
       const auto& [value, scratch, dtype, elements] = params[pi];
       const std::string at = fmt::format("{}, parameter {}", where, pi);

@@ -36,10 +36,12 @@
 // The checks are every one the backends rely on:
 //   - it is this graph's: its name, its external values (the graph's inputs then outputs, as the
 //     driver lists them), a label per node;
-//   - every kernel has a form of this backend's language (LLVM IR on the host, CUDA, HIP), every
-//     form an entry point per phase, with launch figures in range, distinct symbols, and on the
-//     host the symbols its key names (driver.cpp: "stitch_<key hash>_<phase>", so two kernels
-//     never define one name in the JIT); every form's key of this build (its version);
+//   - every kernel has a form of this target's language (LLVM IR on the host, CUDA, HIP), with
+//     its headers exactly when the target's code has them, every form an entry point per phase,
+//     with launch figures in range, distinct symbols, and what the target checks of its own code
+//     (Target::checkCode: on the host, the symbols its key names, "stitch_<key hash>_<phase>", so
+//     two kernels never define one name in the JIT, and no cooperative entry); every form's key
+//     of this build (its version);
 //   - every parameter names exactly one of a node (an id in range, of the node's dtype, with the
 //     node's element count under the signature, so that no kernel reads or writes past a caller's
 //     tensor or an arena slot sized from it) or a scratch slot (an index below the program's
@@ -66,7 +68,7 @@
 namespace stitch::driver {
 
 // Bump when the key's parts or the payload's encoding change.
-inline constexpr uint32_t kProgramEntryFormat = 2;
+inline constexpr uint32_t kProgramEntryFormat = 3;
 
 // The canonical bytes of a graph: every node (op, operands, attributes, type, name) in id order,
 // then the inputs and outputs. Equal graphs (ir::Graph::operator==) give equal bytes.
@@ -80,14 +82,17 @@ rt::CacheKey programEntryKey(const ir::Graph& optimized,
                              const Options& options);
 
 // The payload of an entry, and back. decodeProgramArtifact throws InvalidArgument for bytes that
-// are not an encoded artifact; GPU code gets this build's device headers.
+// are not an encoded artifact; code that includes headers gets the target's (a GPU's device
+// templates: build constants, not stored).
 std::vector<uint8_t> encodeProgramArtifact(const rt::ProgramArtifact& a);
-rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes);
+rt::ProgramArtifact decodeProgramArtifact(std::span<const uint8_t> bytes,
+                                          const target::Target& target);
 
-// Checks that `a` is a well-formed build of `optimized` for `signature` on a backend of `kind`
+// Checks that `a` is a well-formed build of `optimized` for `signature` by `target`
 // (the note above); throws InvalidArgument naming the first defect. What build() makes always
 // passes; tests/driver/test_program_entry.cpp checks that, and each defect.
 void validateProgramArtifact(const rt::ProgramArtifact& a, const ir::Graph& optimized,
-                             std::span<const ir::ConcreteInput> signature, rt::BackendKind kind);
+                             std::span<const ir::ConcreteInput> signature,
+                             const target::Target& target);
 
 }  // namespace stitch::driver

@@ -447,13 +447,14 @@ void Analyzer::layOut(Kernel& k) {
   m.rowLength = rowLength_;
   int warp = std::max(1, hw.warpSize);
   if (!hw.isGpu) {
-    // The host runs a block per task on a thread pool; a task covers ~16k elements.
-    constexpr int64_t kTaskElements = 16384;
+    // The host runs a block per task on a thread pool; a task covers hw.taskElements elements
+    // (the grain the cpu target schedules: src/target/cpu).
+    const int64_t task = std::max<int64_t>(1, hw.taskElements);
     m.threadsPerBlock = 1;
     m.width = RowWidth::Thread;
     if (kind_ == MappingKind::Loop || kind_ == MappingKind::RowReduce)
-      m.blocks = std::max<int64_t>(1, ceilDiv(m.domain, kTaskElements));
-    else m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, kTaskElements)));
+      m.blocks = std::max<int64_t>(1, ceilDiv(m.domain, task));
+    else m.blocks = std::max<int64_t>(1, std::min(rows_, ceilDiv(m.domain, task)));
     if (kind_ == MappingKind::AllReduce) m.width = RowWidth::MultiBlock;
     // A rows phase carrying column partials runs a task per worker (lower/column_partials.h):
     // a few hundred rows are several tasks, not the one their element count makes.
@@ -530,7 +531,9 @@ void Analyzer::layOut(Kernel& k) {
 std::optional<lower::PricedLaunch> lowerLaunch(const PlanContext& ctx, const Kernel& k) {
   if (!ctx.hw.isGpu) return std::nullopt;
   const lower::LaunchTarget target = lower::launchTarget(ctx.hw);
-  return lower::pricedLaunch(lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target));
+  lower::KernelProgram p = lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target);
+  lower::scheduleLaunch(p, target, /*aligned=*/true);  // the aligned variant: the runtime's default
+  return lower::pricedLaunch(p);
 }
 
 void applyLaunch(Kernel& k, const lower::PricedLaunch& launch) {

@@ -11,8 +11,9 @@
 //     map onto it with an instruction or two of range reduction around them;
 //   - registers are 32-bit registers counted per thread lane, as the CUDA occupancy calculator
 //     counts them.
-// A backend lays its own machine's figures over these (driver::profileFor: a GPU's queried limits
-// and measured bandwidth, runtime/gpu/device_profile.h; the host's, runtime/cpu/host_profile.h).
+// A backend lays its own machine's figures over these (the targets' facts(): src/target: a GPU's
+// queried limits and measured bandwidth, runtime/gpu/device_profile.h; the host's,
+// runtime/cpu/host_profile.h).
 #include "fusion/hardware.h"
 
 #include <algorithm>
@@ -120,7 +121,7 @@ HardwareProfile gfx90a() {
 // tested on. Fixed, not read from the machine, so that `stitch plan --target host` and the
 // planner's tests give the same plans everywhere; the cpu backend lays the machine it runs on
 // over it (threads, SIMD width, L2, measured copy bandwidth: runtime/cpu/host_profile.h,
-// driver::profileFor). A "block" is one task on one core and a "thread" is one core's vector
+// src/target/cpu). A "block" is one task on one core and a "thread" is one core's vector
 // unit, so maxThreadsPerBlock and maxThreadsPerProcessor are 1 and warpSize is the f32 SIMD
 // width.
 HardwareProfile host() {
@@ -163,6 +164,9 @@ HardwareProfile host() {
   p.expensiveFlops = p.flops / 16;
   p.blockSyncTime = 0;    // a block is one thread: its barriers are no-ops
   p.gridSyncTime = 2e-6;  // a thread-pool barrier across all cores
+  // A task of the thread pool covers ~16k elements (a loop phase's 16 chunks of 1024, or rows
+  // adding up to as many): dispatching a task costs ~1 us, which that much work hides.
+  p.taskElements = 16384;
   p.isGpu = false;
   return p;
 }

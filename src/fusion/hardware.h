@@ -4,7 +4,7 @@
 // parallel resources (SMs/CUs/cores, resident threads and blocks, warp width), on-chip memory,
 // and arithmetic throughput. The built-in profiles are datasheet figures derated to what
 // memory-bound kernels reach in practice (see hardware.cpp for sources); the backends lay their
-// own machine's figures over them (driver::profileFor: runtime/gpu/device_profile.h,
+// own machine's figures over them (each target's facts(), src/target: runtime/gpu/device_profile.h,
 // runtime/cpu/host_profile.h), while findProfile() stays the fixed built-in figures.
 //
 // The host profile maps the CPU onto the same vocabulary: a processor is a core, a block is one
@@ -42,6 +42,9 @@ struct HardwareProfile {
   double expensiveFlops;   // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
   double blockSyncTime;    // s per __syncthreads-style barrier
   double gridSyncTime;     // s per grid-wide barrier (cooperative launch)
+  // Host: the elements one task of the thread pool covers (the grain the cpu target schedules,
+  // src/target/cpu); 0 on GPUs.
+  int64_t taskElements = 0;
   bool isGpu;
 };
 

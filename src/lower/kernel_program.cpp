@@ -684,7 +684,6 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     ph_.total = product(walk);
     ph_.chunk = 1024;
     ph_.units = (ph_.total + ph_.chunk - 1) / ph_.chunk;
-    ph_.grain = 16;
     push(&ph_.elems);
     Index pos = flatIndex(kindOnly(InstKind::LoopIndex));
     if (box_) {
@@ -706,7 +705,6 @@ void PhaseBuilder::build(const std::vector<std::pair<int, int>>& stores) {
     for (size_t i = 0; i < d.size(); ++i) (ph_.reduced[i] ? redDims : keptDims).push_back(d[i]);
     ph_.units = product(keptDims);
     ph_.rowLength = product(redDims);
-    ph_.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(ph_.rowLength, 1));
     push(&ph_.pre);
     unit_ = kindOnly(InstKind::UnitIndex);
     row_ = unit_;
@@ -909,7 +907,6 @@ void PhaseBuilder::buildCombine(int64_t workers, int64_t rowLength,
   ph_.reduced = {true, false};
   ph_.units = rowLength;
   ph_.rowLength = workers;
-  ph_.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(workers, 1));
   push(&ph_.pre);
   unit_ = kindOnly(InstKind::UnitIndex);
   ph_.stages.resize(1);
@@ -1374,8 +1371,6 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
   }
   for (int n : checkNodes) prog.checks.push_back(ir::indexCheckLabel(g.node(n)));
   splitLongRows(prog, k.stagedSplits ? launch : nullptr);
-  // The planner prices the aligned variant, the runtime's default (launch.h).
-  if (launch) scheduleLaunch(prog, *launch, /*aligned=*/true);
   return prog;
 }
 

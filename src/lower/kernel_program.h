@@ -168,7 +168,7 @@ struct Phase {
   std::string name;
   bool reduce = false;  // false: loop phase (unit = chunk of elements)
   int64_t units = 0;
-  int64_t grain = 1;      // units per host task worth its dispatch
+  int64_t grain = 1;      // units per host task worth its dispatch: the cpu target's schedule()
   int64_t chunk = 1;      // loop phases: elements per unit
   int64_t total = 0;      // loop phases: elements in the domain
   int64_t rowLength = 0;  // reduce phases: inner loop extent
@@ -236,12 +236,13 @@ struct KernelProgram {
 // views keeping their coordinates (kernel_program.cpp). The overloads with a LaunchTarget lower
 // for a GPU, which keeps none of these (unmeasured on a device so far).
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b);
-// The same, with the GPU launch of every phase decided for `target` (the aligned variant) and
-// stored in Phase::levels (lower/launch.h).
+// The same for a GPU with the machine facts `target` (column partials' workers and long rows'
+// splits are sized for it); the launch of its phases is then decided by scheduleLaunch
+// (lower/launch.h), the GPU targets' schedule().
 KernelProgram lowerKernel(const ir::Graph& g, const fusion::Kernel& k, const ir::Bindings& b,
                           const LaunchTarget& target);
 // The same from the concrete shape of every node of g (ir::concreteShapes), as the planner has
-// them; `target` may be null (no launch decided).
+// them; `target` may be null (the host's lowering).
 KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
                                     const std::vector<std::vector<int64_t>>& shapes,
                                     const LaunchTarget* target);

@@ -13,7 +13,7 @@
 // where a size is used as a value, and keeps using the size's value for its decisions (vector
 // tiles, row caches, streaming stores, blocked sums on the host; row mappings, vector widths,
 // index widths on a GPU); a decision that comes out differently prints different code. Kernel
-// keys are made of that code (driver/keys.h: the LLVM IR, the CUDA/HIP source), so:
+// keys are made of that code (target/keys.h: the LLVM IR, the CUDA/HIP source), so:
 //
 // - two signatures share a compiled kernel exactly when their programs print the same code:
 //   the same structure, the same compiled-in sizes and the same decisions;

@@ -214,7 +214,6 @@ SubUnits subUnits(const Phase& ph, const Geometry& g, std::string name, bool sta
     a.domain = {a.units, g.sub};
     a.reduced = {false, true};
   }
-  a.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.sub, 1));
   a.levels.units = a.units;
   a.levels.elementsPerThread = g.sub;
   const int unit = unitIndexOf(a);
@@ -332,7 +331,6 @@ Phase combinePhase(const Phase& ph, const Geometry& g, size_t stage, std::string
   }
   b.elems.insts.clear();
   b.post = std::move(post);
-  b.grain = std::max<int64_t>(1, 16384 / g.s);
   b.levels.elementsPerThread = g.s;
   const std::vector<int>& accs = ph.stages[stage].accs;
   std::vector<int> partial;

@@ -1,4 +1,4 @@
-// Canonical bytes: the encoding cache keys are made of (lower/serialize.h, driver/keys.h,
+// Canonical bytes: the encoding cache keys are made of (lower/serialize.h, target/keys.h,
 // runtime/kernel_cache.h).
 //
 // Integers are fixed-width little-endian at their declared width (int: 4 bytes, int64_t: 8),

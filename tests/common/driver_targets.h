@@ -10,9 +10,9 @@
 namespace stitch::testing {
 
 inline std::vector<rt::Target> driverTargets() {
-  std::vector<rt::Target> out = {driver::namedTarget("sm_90"), driver::namedTarget("gfx90a")};
+  std::vector<rt::Target> out = {target::namedTarget("sm_90"), target::namedTarget("gfx90a")};
 #if defined(STITCH_HAVE_LLVM)
-  out.push_back(rt::requireBackend(rt::BackendKind::Cpu).target());
+  out.push_back(rt::requireBackend("cpu").target());
 #endif
   return out;
 }

@@ -25,7 +25,6 @@
 #include "common/example_graphs.h"
 #include "common/temp_dir.h"
 #include "driver/driver.h"
-#include "driver/keys.h"
 #include "fusion/hardware.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
@@ -38,6 +37,7 @@
 #include "runtime/cpu/cached_compiler.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/thread_pool.h"
+#include "target/keys.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -198,14 +198,14 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   const rt::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",
                               "19.1.7"};
   const rt::HostCompileOptions options{3, "sleef 3.5.1", 64 << 20};
-  const std::string base = driver::hostKernelKey(p, target, options).canonical();
+  const std::string base = target::hostKernelKey(p, target, options).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
   auto withTarget = [&](const char* what, auto change) {
     rt::HostTarget t = target;
     auto& [triple, cpu, features, llvmVersion] = t;
     change(triple, cpu, features, llvmVersion);
-    variants.emplace_back(what, driver::hostKernelKey(p, t, options).canonical());
+    variants.emplace_back(what, target::hostKernelKey(p, t, options).canonical());
   };
   withTarget("triple", [](auto& t, auto&, auto&, auto&) { t = "aarch64-unknown-linux-gnu"; });
   withTarget("cpu", [](auto&, auto& c, auto&, auto&) { c = "skylake"; });
@@ -221,20 +221,20 @@ TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
     rt::HostCompileOptions o = options;
     auto& [optLevel, mathLibrary, streamingStoreBytes] = o;
     change(optLevel, mathLibrary, streamingStoreBytes);
-    variants.emplace_back(what, driver::hostKernelKey(p, target, o).canonical());
+    variants.emplace_back(what, target::hostKernelKey(p, target, o).canonical());
   };
   withOptions("opt level", [](auto& l, auto&, auto&) { l = 1; });
   withOptions("math library", [](auto&, auto& m, auto&) { m = "sleef 3.6.0"; });
   withOptions("streaming store bytes", [](auto&, auto&, auto& b) { b = 0; });
   {
-    rt::CacheKey k = driver::hostKernelKey(p, target, options);
+    rt::CacheKey k = target::hostKernelKey(p, target, options);
     k.version = "0.0.0-other";
     variants.emplace_back("library version", k.canonical());
   }
   {
     lower::KernelProgram q = p;
     q.phases.at(0).accs.at(0).op = lower::ReduceOp::Max;
-    variants.emplace_back("reduction kind", driver::hostKernelKey(q, target, options).canonical());
+    variants.emplace_back("reduction kind", target::hostKernelKey(q, target, options).canonical());
   }
   std::set<std::string> distinct = {base};
   for (const auto& [what, key] : variants) {

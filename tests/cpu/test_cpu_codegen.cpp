@@ -82,7 +82,7 @@ rt::cpu::OrcJit& jitAt(int level) {
 // What the driver emits for a JIT: its machine and options.
 rt::Target targetOf(const rt::cpu::OrcJit& jit) {
   rt::Target t;
-  t.kind = rt::BackendKind::Cpu;
+  t.backend = "cpu";
   t.host = rt::cpu::hostTargetOf(jit);
   t.hostOptions = rt::cpu::hostOptionsOf(jit);
   return t;

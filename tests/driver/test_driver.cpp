@@ -16,8 +16,8 @@
 #include "common/driver_targets.h"
 #include "common/example_graphs.h"
 #include "driver/driver.h"
-#include "driver/keys.h"
 #include "runtime/backend.h"
+#include "target/keys.h"
 #if defined(STITCH_HAVE_LLVM)
 #include "codegen/llvm/llvm_emitter.h"
 #endif
@@ -38,11 +38,11 @@ void expectForm(const lower::KernelProgram& p, const rt::Target& t, const rt::Ke
   EXPECT_EQ(code.phases.size(), p.phases.size()) << what;
   for (const rt::EntryPoint& e : code.phases)
     EXPECT_NE(code.text.find(e.symbol), std::string::npos) << what << ": no " << e.symbol;
-  if (t.kind == rt::BackendKind::Cpu) {
+  if (t.backend == "cpu") {
 #if defined(STITCH_HAVE_LLVM)
-    EXPECT_EQ(code.language, rt::CodeLanguage::LlvmIr) << what;
+    EXPECT_EQ(code.language, "llvm-ir") << what;
     EXPECT_FALSE(code.requiresAlignment) << what;
-    rt::CacheKey key = driver::hostKernelKey(p, t.host, t.hostOptions);
+    rt::CacheKey key = target::hostKernelKey(p, t.host, t.hostOptions);
     EXPECT_EQ(code.key.canonical(), key.canonical()) << what;
     std::string prefix = code.phases.at(0).symbol.substr(0, code.phases.at(0).symbol.rfind('_'));
     EXPECT_EQ(code.text, codegen::programIR(p, prefix)) << what;
@@ -58,12 +58,10 @@ void expectForm(const lower::KernelProgram& p, const rt::Target& t, const rt::Ke
   codegen::GpuTarget g = codegen::gpuTarget(t.arch);
   bool aligned = form == 0;
   EXPECT_EQ(code.requiresAlignment, aligned) << what;
-  EXPECT_EQ(code.language,
-            g.vendor == codegen::GpuVendor::Amd ? rt::CodeLanguage::Hip : rt::CodeLanguage::Cuda)
-      << what;
+  EXPECT_EQ(code.language, g.vendor == codegen::GpuVendor::Amd ? "hip" : "cuda") << what;
   codegen::GpuKernelSource src = codegen::emitGpuKernel(p, g, {aligned});
   EXPECT_EQ(code.text, src.source) << what;
-  EXPECT_EQ(code.key.canonical(), driver::gpuKernelKey(p, g, {aligned}, t.compiler).canonical())
+  EXPECT_EQ(code.key.canonical(), target::gpuKernelKey(p, g, {aligned}, t.compiler).canonical())
       << what;
   ASSERT_EQ(src.phases.size(), code.phases.size()) << what;
   for (size_t i = 0; i < src.phases.size(); ++i) {
@@ -107,8 +105,8 @@ TEST(Driver, EveryExampleIsBuiltOncePerKernelForEveryTarget) {
           EXPECT_EQ(a.phases[i].params, p.phases[i].buffers) << what;
           EXPECT_EQ(a.phases[i].numInputs, p.phases[i].numInputs) << what;
         }
-        ASSERT_EQ(a.forms.size(), t.kind == rt::BackendKind::Cpu ? 1u : 2u) << what;
-        if (t.kind != rt::BackendKind::Cpu) {
+        ASSERT_EQ(a.forms.size(), t.backend == "cpu" ? 1u : 2u) << what;
+        if (t.backend != "cpu") {
           // What the cost model priced is what runs (lower/launch.h): the block, and the grid
           // (several phases: the largest, the cooperative launch's).
           const fusion::KernelSummary& priced = b.plan.kernels[k].summary;
@@ -154,7 +152,7 @@ TEST(Driver, PlanStageStopsAtThePlan) {
   for (const auto& [name, graph] : testdata::exampleGraphs()) {
     ir::Graph g = driver::optimize(graph);
     driver::Build b =
-        driver::build(g, fives(g), driver::namedTarget("sm_90"), {}, driver::Stage::Plan);
+        driver::build(g, fives(g), target::namedTarget("sm_90"), {}, driver::Stage::Plan);
     EXPECT_FALSE(b.plan.kernels.empty()) << name;
     EXPECT_TRUE(b.programs.empty()) << name;
     EXPECT_TRUE(b.artifact.kernels.empty()) << name;
@@ -162,14 +160,14 @@ TEST(Driver, PlanStageStopsAtThePlan) {
 }
 
 TEST(Driver, TargetsAreNamedOrRefused) {
-  EXPECT_EQ(driver::namedTarget("host").kind, rt::BackendKind::Cpu);
-  EXPECT_EQ(driver::namedTarget("sm_86").kind, rt::BackendKind::Cuda);
-  EXPECT_EQ(driver::namedTarget("gfx90a").kind, rt::BackendKind::Hip);
+  EXPECT_EQ(target::namedTarget("host").backend, "cpu");
+  EXPECT_EQ(target::namedTarget("sm_86").backend, "cuda");
+  EXPECT_EQ(target::namedTarget("gfx90a").backend, "hip");
   // sm_86 is priced as its family, sm_80.
-  EXPECT_EQ(driver::profileFor(driver::namedTarget("sm_86")).name, "sm_80");
-  EXPECT_EQ(driver::profileFor(driver::namedTarget("host")).name, "host");
+  EXPECT_EQ(target::makeTarget(target::namedTarget("sm_86"))->facts().name, "sm_80");
+  EXPECT_EQ(target::makeTarget(target::namedTarget("host"))->facts().name, "host");
   try {
-    driver::namedTarget("tpu");
+    target::namedTarget("tpu");
     ADD_FAILURE() << "tpu was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);

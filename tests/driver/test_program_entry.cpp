@@ -50,7 +50,8 @@ TEST(ProgramEntry, EveryExampleArtifactSurvivesEncoding) {
       auto shapes = shapesOf(g);
       driver::Build b = driver::build(g, ir::bindInputs(g, signatureOf(g, shapes)), t, {});
       const std::vector<uint8_t> bytes = driver::encodeProgramArtifact(b.artifact);
-      const rt::ProgramArtifact back = driver::decodeProgramArtifact(bytes);
+      const std::unique_ptr<target::Target> target = target::makeTarget(t);
+      const rt::ProgramArtifact back = driver::decodeProgramArtifact(bytes, *target);
       EXPECT_EQ(driver::encodeProgramArtifact(back), bytes) << name << " " << t.arch;
       ASSERT_EQ(back.kernels.size(), b.artifact.kernels.size());
       for (size_t k = 0; k < back.kernels.size(); ++k)
@@ -65,7 +66,7 @@ TEST(ProgramEntry, EveryExampleArtifactSurvivesEncoding) {
       EXPECT_EQ(back.external, b.artifact.external) << name;
       EXPECT_EQ(back.valueLabels, b.artifact.valueLabels) << name;
       // Every build is a well-formed one (the checks refuse nothing the driver makes).
-      EXPECT_NO_THROW(driver::validateProgramArtifact(back, g, signatureOf(g, shapes), t.kind))
+      EXPECT_NO_THROW(driver::validateProgramArtifact(back, g, signatureOf(g, shapes), *target))
           << name << " " << t.arch;
       ++artifacts;
     }
@@ -76,27 +77,27 @@ TEST(ProgramEntry, BytesThatAreNotAnArtifactAreRefused) {
   ir::Graph g = driver::optimize(
       ir::parseModule("graph f(x: f32[N, 64]) {\n  y = softmax(x)\n  return y\n}\n", "t").at(0));
   auto shapes = shapesOf(g);
-  driver::Build b =
-      driver::build(g, ir::bindInputs(g, signatureOf(g, shapes)), driver::namedTarget("sm_90"), {});
+  const std::unique_ptr<target::Target> t = target::makeTarget(target::namedTarget("sm_90"));
+  driver::Build b = driver::build(g, ir::bindInputs(g, signatureOf(g, shapes)), *t, {});
   const std::vector<uint8_t> bytes = driver::encodeProgramArtifact(b.artifact);
   // Every truncation, and bytes past the end.
   for (size_t n = 0; n < bytes.size(); ++n)
-    EXPECT_THROW(driver::decodeProgramArtifact(std::span(bytes.data(), n)), Error) << n;
+    EXPECT_THROW(driver::decodeProgramArtifact(std::span(bytes.data(), n), *t), Error) << n;
   std::vector<uint8_t> longer = bytes;
   longer.push_back(0);
-  EXPECT_THROW(driver::decodeProgramArtifact(longer), Error);
+  EXPECT_THROW(driver::decodeProgramArtifact(longer, *t), Error);
   // Huge lengths are refused before anything is allocated.
   std::vector<uint8_t> huge = bytes;
   for (size_t i = 4 + 8 + b.artifact.name.size(); i < 4 + 8 + b.artifact.name.size() + 8; ++i)
     huge[i] = 0xff;
-  EXPECT_THROW(driver::decodeProgramArtifact(huge), Error);
+  EXPECT_THROW(driver::decodeProgramArtifact(huge, *t), Error);
   // Any single flipped byte decodes to something or throws: never a crash (a flip in text or a
   // number decodes; the entry's checksum is what catches those, runtime/kernel_cache.h).
   for (size_t i = 0; i < bytes.size(); i += 7) {
     std::vector<uint8_t> flipped = bytes;
     flipped[i] ^= 0xa5;
     try {
-      driver::decodeProgramArtifact(flipped);
+      driver::decodeProgramArtifact(flipped, *t);
     } catch (const Error&) {
     }
   }
@@ -107,7 +108,7 @@ TEST(ProgramEntry, TheKeyChangesWithEverythingABuildReads) {
       "graph f(x: f32[N, 64], b: f32[64]) {\n  s = add(x, b)\n  y = softmax(s, axis=-1)\n"
       "  return y\n}\n";
   ir::Graph g = driver::optimize(ir::parseModule(text, "t").at(0));
-  const rt::Target t = driver::namedTarget("sm_90");
+  const rt::Target t = target::namedTarget("sm_90");
   auto shapes = shapesOf(g);
   const std::vector<ir::ConcreteInput> sig = signatureOf(g, shapes);
   const std::string base = driver::programEntryKey(g, sig, t, {}).canonical();
@@ -162,7 +163,8 @@ struct Built {
   ir::Graph graph;
   std::vector<std::vector<int64_t>> shapes;
   rt::ProgramArtifact artifact;
-  rt::BackendKind kind;
+  std::shared_ptr<const target::Target> target;
+  std::string backend;
 };
 
 Built buildFor(const rt::Target& t, int64_t size = 7) {
@@ -177,14 +179,15 @@ Built buildFor(const rt::Target& t, int64_t size = 7) {
   b.artifact = driver::build(b.graph, ir::bindInputs(b.graph, signatureOf(b.graph, b.shapes)), t,
                              {fusion::Mode::Off, 0})
                    .artifact;
-  b.kind = t.kind;
+  b.target = target::makeTarget(t);
+  b.backend = t.backend;
   return b;
 }
 
 // The message of validateProgramArtifact's refusal, or "" when it accepted.
 std::string refusal(const Built& b, const rt::ProgramArtifact& a) {
   try {
-    driver::validateProgramArtifact(a, b.graph, signatureOf(b.graph, b.shapes), b.kind);
+    driver::validateProgramArtifact(a, b.graph, signatureOf(b.graph, b.shapes), *b.target);
     return "";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
@@ -224,8 +227,8 @@ TEST(ProgramEntry, EveryDefectABackendWouldTripOnIsRefused) {
         {"no code", [](rt::ProgramArtifact& a) { a.kernels[0].forms.clear(); }, "has no code"},
         {"another language",
          [](rt::ProgramArtifact& a) {
-           rt::CodeLanguage& l = a.kernels[0].forms[0].language;
-           l = l == rt::CodeLanguage::LlvmIr ? rt::CodeLanguage::Cuda : rt::CodeLanguage::LlvmIr;
+           std::string& l = a.kernels[0].forms[0].language;
+           l = l == "llvm-ir" ? "cuda" : "llvm-ir";
          },
          "another backend's language"},
         {"another build",
@@ -293,7 +296,7 @@ TEST(ProgramEntry, EveryDefectABackendWouldTripOnIsRefused) {
     }
     // Host code defines its symbols once in a JIT: they are named after the key, and another
     // kernel's symbols under this key (issue 33: "Duplicate definition of symbol") are refused.
-    if (b.kind == rt::BackendKind::Cpu) {
+    if (b.backend == "cpu") {
       rt::ProgramArtifact a = good;
       a.kernels[1].forms[0].phases = a.kernels[0].forms[0].phases;
       a.kernels[1].phases.resize(a.kernels[0].phases.size(), a.kernels[1].phases[0]);

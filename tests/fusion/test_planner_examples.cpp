@@ -285,7 +285,7 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
 // Every benchmark graph of both suites (bench/gpu/graphs, bench/cpu/graphs) at its benchmark
 // size plans on the host into the fewest kernels, moving at most 1.15x its minimal traffic
 // (inputs read once, outputs written once): for the built-in nominal host and for the measured
-// machine of issue 16 (2 threads, AVX-512, 34 GB/s; driver::profileFor lays it over the
+// machine of issue 16 (2 threads, AVX-512, 34 GB/s; the cpu target's facts() lay it over the
 // built-in one). The fused row kernels walk their rows once per stage; the rows fit in L2, so
 // the model prices the later walks as cache traffic (issue 16). Two kernels where one does not
 // pay, each with its reason: adam_clip's clipping needs the global norm before any update
@@ -297,7 +297,7 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
 // 3`).
 TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
   const fusion::HardwareProfile builtin = *findProfile("host");
-  rt::Target measured = driver::namedTarget("host");
+  rt::Target measured = target::namedTarget("host");
   measured.hostProfile.model = "measured (issue 16)";
   measured.hostProfile.threads = 2;
   measured.hostProfile.simdWidth = 16;
@@ -305,7 +305,7 @@ TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
   measured.hostProfile.l2Bytes = 1 << 20;
   measured.hostProfile.l3Bytes = 32 << 20;
   measured.hostProfile.memoryBandwidth = 34e9;
-  const fusion::HardwareProfile machine = driver::profileFor(measured);
+  const fusion::HardwareProfile machine = target::makeTarget(measured)->facts();
   int graphs = 0;
   for (const char* dir : {"/bench/gpu/graphs", "/bench/cpu/graphs"}) {
     for (const auto& entry : fs::directory_iterator(std::string(STITCH_SOURCE_DIR) + dir)) {

@@ -63,8 +63,7 @@ Emulator::Emulator(std::span<const rt::ProgramArtifact* const> programs, size_t 
   for (const rt::ProgramArtifact* p : programs)
     for (const rt::KernelArtifact& k : p->kernels) {
       const rt::KernelCode& code = k.forms.at(form);
-      if (code.language != rt::CodeLanguage::Cuda)
-        throw std::runtime_error("the emulator runs CUDA code");
+      if (code.language != "cuda") throw std::runtime_error("the emulator runs CUDA code");
       const std::string key = code.key.canonical();
       if (entries_.count(key)) continue;
       entries_[key];

@@ -42,9 +42,13 @@ class Emulator {
                                          std::span<const reference::HostTensor> inputs,
                                          int64_t maxGrid = 16) const;
 
+  // Runs every phase of kernel `a` (one of the compiled programs') on `pointers`: one per
+  // parameter, then the status words' when the kernel has checks. At most `maxGrid` blocks a
+  // launch. Throws when the threads of a block disagree on barriers.
+  void launch(const rt::KernelArtifact& a, std::vector<void*>& pointers, int64_t maxGrid) const;
+
  private:
   using Entry = int (*)(long long grid, int block, void** args);
-  void launch(const rt::KernelArtifact& a, std::vector<void*>& pointers, int64_t maxGrid) const;
 
   size_t form_;
   void* library_ = nullptr;

@@ -99,7 +99,8 @@ void compileAll(const std::vector<Job>& jobs, const codegen::GpuTarget& target,
       const Job& job = jobs[i];
       try {
         // The driver's artifact (form 0: aligned buffers, form 1: any alignment).
-        rt::KernelArtifact a = driver::emitKernel(job.program, driver::namedTarget(target.arch));
+        rt::KernelArtifact a =
+            driver::emitKernel(job.program, *target::makeTarget(target::namedTarget(target.arch)));
         const rt::KernelCode& code = a.forms.at(aligned ? 0 : 1);
         rt::gpu::DeviceBinary bin = rt::gpu::compileCode(code, target.arch, compiler);
         ++totals.kernels;
@@ -281,11 +282,11 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
           const std::string what = ng.name + " " + arch + " mode " +
                                    std::string(fusion::modeName(mode)) + " kernel " +
                                    std::to_string(i);
-          // Lowered as the driver lowers a GPU program, for its target: without one a program
-          // is lowered for the host (column partials dealt in blocks, a concat walked part by
-          // part, views keeping their coordinates), which no GPU runs.
-          const lower::KernelProgram p =
-              lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
+          // Lowered and scheduled as the GPU targets do (src/target/gpu): without a launch
+          // target a program is lowered for the host (column partials dealt in blocks, a concat
+          // walked part by part, views keeping their coordinates), which no GPU runs.
+          lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
+          lower::scheduleLaunch(p, lower::launchTarget(hw), /*aligned=*/true);
           codegen::GpuKernelSource src = codegen::emitGpuKernel(p, t);
           const bool several = src.phases.size() > 1;
           const codegen::GpuLaunch& launched = several ? src.cooperative : src.phases.at(0);
@@ -296,7 +297,7 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
           EXPECT_EQ(k.mapping.blocks, launched.grid) << what;
           EXPECT_EQ(k.mapping.threadsPerBlock, launched.block) << what;
           EXPECT_EQ(k.cost.time, fusion::estimateKernel(k.summary, hw).time) << what;
-          // Lowered with the launch decided: the levels hold it and the emitter reads them.
+          // Scheduled: the levels hold the launch and the emitter reads them.
           EXPECT_TRUE(lower::launchDecidedFor(p, codegen::launchTarget(t), true)) << what;
           EXPECT_EQ(lower::pricedLaunch(p).blocks, launched.grid) << what;
           EXPECT_EQ(lower::pricedLaunch(p).threadsPerBlock, launched.block) << what;

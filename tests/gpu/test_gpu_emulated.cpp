@@ -41,7 +41,7 @@ struct Case {
 };
 
 std::vector<Case> buildAll(std::vector<gputest::NamedGraph> graphs) {
-  const rt::Target target = driver::namedTarget("sm_90");
+  const rt::Target target = target::namedTarget("sm_90");
   std::vector<Case> out;
   for (gputest::NamedGraph& ng : graphs) {
     ir::Graph optimized = driver::optimize(ng.graph);

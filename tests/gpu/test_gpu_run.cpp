@@ -31,9 +31,7 @@ namespace st = stitch::testing;
 
 namespace {
 
-rt::gpu::GpuBackend* cudaOrSkip(std::string* why) {
-  return rt::gpu::GpuBackend::get(rt::BackendKind::Cuda, why);
-}
+rt::gpu::GpuBackend* cudaOrSkip(std::string* why) { return rt::gpu::GpuBackend::get("cuda", why); }
 
 #define REQUIRE_CUDA(var)                       \
   std::string why_;                             \

@@ -1,5 +1,5 @@
 // Kernel cache keys are sound by construction (issue 11): they are made of the code the compilers
-// read (driver/keys.h: the GPU source here; hostKernelKey in tests/cpu/test_cpu_cache.cpp, which
+// read (target/keys.h: the GPU source here; hostKernelKey in tests/cpu/test_cpu_cache.cpp, which
 // also runs programs through the cache), so one source is one key and distinct sources are
 // distinct keys; every target attribute and option is in them too. The canonical serialization
 // of a kernel program (lower/serialize.h) changes when any field of any struct changes. Programs
@@ -25,7 +25,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "driver/keys.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
@@ -36,6 +35,7 @@
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
+#include "target/keys.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -456,7 +456,7 @@ rt::GpuCompilerId sampleCompiler() {
 }
 
 rt::CacheKey gpuKey(const KernelProgram& p) {
-  return driver::gpuKernelKey(p, codegen::gpuTarget("sm_90"), codegen::GpuEmitOptions{true},
+  return target::gpuKernelKey(p, codegen::gpuTarget("sm_90"), codegen::GpuEmitOptions{true},
                               sampleCompiler());
 }
 
@@ -494,7 +494,7 @@ std::string gpuSource(const KernelProgram& p) {
 
 // Each field of each struct, changed alone in real programs, changes the serialization; every
 // field is exercised by some program. (Kernel keys are made of the code the compilers read,
-// driver/keys.h, complete by construction; the mutants here are not all programs an emitter
+// target/keys.h, complete by construction; the mutants here are not all programs an emitter
 // takes, e.g. an instruction reading a later one, so they are not emitted.)
 TEST(ProgramKey, EveryFieldOfEveryStructChangesTheSerialization) {
   auto programs = examplePrograms(
@@ -526,14 +526,14 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
   const codegen::GpuTarget target = codegen::gpuTarget("sm_90");
   const codegen::GpuEmitOptions emit{true};
   const rt::GpuCompilerId compiler = sampleCompiler();
-  const std::string base = driver::gpuKernelKey(p, target, emit, compiler).canonical();
+  const std::string base = target::gpuKernelKey(p, target, emit, compiler).canonical();
 
   std::vector<std::pair<std::string, std::string>> variants;
   auto withTarget = [&](const char* what, auto change) {
     codegen::GpuTarget t = target;
     auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = t;
     change(arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability);
-    variants.emplace_back(what, driver::gpuKernelKey(p, t, emit, compiler).canonical());
+    variants.emplace_back(what, target::gpuKernelKey(p, t, emit, compiler).canonical());
   };
   withTarget("arch", [](auto& a, auto&, auto&, auto&, auto&, auto&) { a = "sm_80"; });
   withTarget("vendor", [](auto&, auto& v, auto&, auto&, auto&, auto&) { bump(v); });
@@ -545,13 +545,13 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     codegen::GpuEmitOptions e = emit;
     auto& [aligned] = e;
     aligned = !aligned;
-    variants.emplace_back("aligned", driver::gpuKernelKey(p, target, e, compiler).canonical());
+    variants.emplace_back("aligned", target::gpuKernelKey(p, target, e, compiler).canonical());
   }
   auto withCompiler = [&](const char* what, auto change) {
     rt::GpuCompilerId c = compiler;
     auto& [name, version, options] = c;
     change(name, version, options);
-    variants.emplace_back(what, driver::gpuKernelKey(p, target, emit, c).canonical());
+    variants.emplace_back(what, target::gpuKernelKey(p, target, emit, c).canonical());
   };
   withCompiler("compiler name", [](auto& n, auto&, auto&) { n = "hiprtc"; });
   withCompiler("compiler version", [](auto&, auto& v, auto&) { v = "12.9"; });
@@ -561,13 +561,13 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     o = {"--std=c++17 --gpu-architecture=sm_90", "--ptxas-options=-v"};
   });
   {
-    rt::CacheKey k = driver::gpuKernelKey(p, target, emit, compiler);
+    rt::CacheKey k = target::gpuKernelKey(p, target, emit, compiler);
     k.version = "0.0.0-other";
     variants.emplace_back("library version", k.canonical());
   }
   // The HIP target: another arch, vendor, warp, dialect.
   variants.emplace_back(
-      "gfx90a", driver::gpuKernelKey(p, codegen::gpuTarget("gfx90a"), emit, compiler).canonical());
+      "gfx90a", target::gpuKernelKey(p, codegen::gpuTarget("gfx90a"), emit, compiler).canonical());
 
   std::set<std::string> distinct = {base};
   for (const auto& [what, key] : variants) {

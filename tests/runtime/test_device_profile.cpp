@@ -1,7 +1,7 @@
 // The device profile's plain parts (runtime/gpu/device_profile.h): its text form, the disk cache
 // protocol of the measured bandwidth and its fallbacks, and the overlay on the planner's profile
-// (driver::profileFor). Querying and measuring a real device is not here: it needs a GPU (the
-// `gpu` tests and bench/gpu/run.py exercise it through every GpuBackend).
+// (the target's facts(): src/target). Querying and measuring a real device is not here: it needs a
+// GPU (the `gpu` tests and bench/gpu/run.py exercise it through every GpuBackend).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -232,8 +232,8 @@ TEST(DeviceProfile, TheCopyKernelCompilesForGfx90a) {
 // nothing changes for targets without a device.
 TEST(DeviceProfile, TheCostModelUsesTheDevicesFigures) {
   const fusion::HardwareProfile builtin = *fusion::findProfile("sm_90");
-  rt::Target t = driver::namedTarget("sm_90");
-  const fusion::HardwareProfile offline = driver::profileFor(t);
+  rt::Target t = target::namedTarget("sm_90");
+  const fusion::HardwareProfile offline = target::makeTarget(t)->facts();
   EXPECT_EQ(offline.memoryBandwidth, builtin.memoryBandwidth);
   EXPECT_EQ(offline.sharedMemoryPerBlock, builtin.sharedMemoryPerBlock);
   EXPECT_EQ(offline.flops, builtin.flops);
@@ -247,7 +247,7 @@ TEST(DeviceProfile, TheCostModelUsesTheDevicesFigures) {
   t.device.maxBlocksPerProcessor = 24;  // not the datasheet's: must come through
   t.device.sharedMemoryPerBlock = 101376;
   t.device.memoryBandwidth = 1.7e12;
-  const fusion::HardwareProfile own = driver::profileFor(t);
+  const fusion::HardwareProfile own = target::makeTarget(t)->facts();
   EXPECT_EQ(own.name, "sm_90");
   EXPECT_EQ(own.processors, 114);
   EXPECT_EQ(own.maxBlocksPerProcessor, 24);
@@ -264,8 +264,8 @@ TEST(DeviceProfile, TheCostModelUsesTheDevicesFigures) {
   // A device that measured nothing keeps the family's bandwidth.
   t.device.memoryBandwidth = 0;
   t.device.maxThreadsPerProcessor = 0;
-  EXPECT_EQ(driver::profileFor(t).memoryBandwidth, builtin.memoryBandwidth);
-  EXPECT_EQ(driver::profileFor(t).maxThreadsPerProcessor, builtin.maxThreadsPerProcessor);
+  EXPECT_EQ(target::makeTarget(t)->facts().memoryBandwidth, builtin.memoryBandwidth);
+  EXPECT_EQ(target::makeTarget(t)->facts().maxThreadsPerProcessor, builtin.maxThreadsPerProcessor);
 
   // The bandwidth reaches the plan: a slower memory prices a memory-bound plan slower.
   ir::Graph g = driver::optimize(ir::parseModule(R"(graph g(x: f32[16384, 4096]) {

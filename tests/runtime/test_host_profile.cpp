@@ -1,6 +1,7 @@
 // The host profile's plain parts (runtime/cpu/host_profile.h): its text form, the disk cache
 // protocol of the measured bandwidth and its fallbacks, what is read of the machine, and the
-// overlay on the planner's host profile (driver::profileFor) with what it does to plans and keys.
+// overlay on the planner's host profile (the target's facts(): src/target) with what it does to
+// plans and keys.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -235,8 +236,8 @@ TEST(HostProfile, QueriesThisMachine) {
 // elsewhere; `stitch plan --target host` (a target with no profile) keeps the built-in one.
 TEST(HostProfile, TheCostModelUsesTheMachinesFigures) {
   const fusion::HardwareProfile builtin = *fusion::findProfile("host");
-  rt::Target t = driver::namedTarget("host");
-  const fusion::HardwareProfile offline = driver::profileFor(t);
+  rt::Target t = target::namedTarget("host");
+  const fusion::HardwareProfile offline = target::makeTarget(t)->facts();
   EXPECT_EQ(offline.memoryBandwidth, builtin.memoryBandwidth);
   EXPECT_EQ(offline.processors, builtin.processors);
   EXPECT_EQ(offline.flops, builtin.flops);
@@ -245,7 +246,7 @@ TEST(HostProfile, TheCostModelUsesTheMachinesFigures) {
   t.hostProfile = epyc();
   t.hostProfile.threads = 8;
   t.hostProfile.memoryBandwidth = 4.5e10;
-  const fusion::HardwareProfile own = driver::profileFor(t);
+  const fusion::HardwareProfile own = target::makeTarget(t)->facts();
   EXPECT_EQ(own.name, "host");
   EXPECT_EQ(own.processors, 8);
   EXPECT_EQ(own.warpSize, 16);
@@ -259,10 +260,10 @@ TEST(HostProfile, TheCostModelUsesTheMachinesFigures) {
   EXPECT_EQ(own.launchOverhead, builtin.launchOverhead);
 
   t.hostProfile.memoryBandwidth = 0;
-  EXPECT_EQ(driver::profileFor(t).memoryBandwidth, builtin.memoryBandwidth);
+  EXPECT_EQ(target::makeTarget(t)->facts().memoryBandwidth, builtin.memoryBandwidth);
 }
 
-// The profile reaches the plan and so the kernels' cache keys (driver/keys.h: a host kernel's key
+// The profile reaches the plan and so the kernels' cache keys (target/keys.h: a host kernel's key
 // holds its lowered program, which is what the plan made of the profile): a machine without
 // vector units pays a softmax's recomputed exp and divide more than a second pass over memory
 // and plans it apart, and those kernels have other keys; a machine that plans alike (here, a
@@ -275,7 +276,7 @@ TEST(HostProfile, FiguresThatChangeThePlanChangeTheKernelKeys) {
                                                  "softmax.stitch")
                                      .at(0));
   auto keys = [&](const HostProfile& h) {
-    rt::Target t = driver::namedTarget("host");
+    rt::Target t = target::namedTarget("host");
     t.hostProfile = h;
     driver::Build b = driver::build(g, {}, t, {}, driver::Stage::Emit);
     std::vector<uint64_t> out;

@@ -831,7 +831,7 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
     const lower::Phase& ph = p.phases[i];
     const lower::PhaseSizeArgs* pa = sizes.phases.empty() ? nullptr : &sizes.phases.at(i);
     // Sizes read as arguments are named, not printed: every signature of a shape class prints
-    // this same text (the cache key is the text, driver/keys.h).
+    // this same text (the cache key is the text, target/keys.h).
     auto sz = [&](int arg, int64_t value) {
       return arg >= 0 ? fmt::format("s{}", arg) : fmt::format("{}", value);
     };

@@ -16,7 +16,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/target.h"
 
-namespace stitch::driver {
+namespace stitch::target {
 
 // Host: the code, the JIT's machine (triple, CPU name, every feature, LLVM version) and its
 // options (optimization level, the math library and its version, the streaming-store size). The
@@ -43,4 +43,4 @@ rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarge
                           const codegen::GpuEmitOptions& options,
                           const rt::GpuCompilerId& compiler);
 
-}  // namespace stitch::driver
+}  // namespace stitch::target

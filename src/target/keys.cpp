@@ -1,5 +1,5 @@
 // Cache keys of kernel code (design note in keys.h).
-#include "driver/keys.h"
+#include "target/keys.h"
 
 #include "lower/serialize.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -7,7 +7,7 @@
 #endif
 #include "support/hash.h"
 
-namespace stitch::driver {
+namespace stitch::target {
 
 namespace {
 
@@ -88,4 +88,4 @@ rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarge
   return gpuKernelKey(codegen::emitGpuKernel(p, target, options).source, target, options, compiler);
 }
 
-}  // namespace stitch::driver
+}  // namespace stitch::target
