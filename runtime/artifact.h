@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/dtype.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/support/dtype.h"
 
 namespace stitch::rt {
 

@@ -10,10 +10,10 @@
 #include <mutex>
 
 #include "runtime/host_backend.h"
-#include "support/checked.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/memory.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/memory.h"
 
 namespace stitch::rt {
 

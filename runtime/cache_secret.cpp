@@ -13,11 +13,11 @@
 #include <optional>
 #include <thread>
 
-#include "support/env.h"
-#include "support/error.h"
-#include "support/fd.h"
-#include "support/logging.h"
-#include "support/signal_guard.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/fd.h"
+#include "runtime/support/logging.h"
+#include "runtime/support/signal_guard.h"
 
 namespace stitch::rt {
 

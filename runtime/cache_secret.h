@@ -56,7 +56,7 @@
 #include <string>
 #include <string_view>
 
-#include "support/sha256.h"
+#include "runtime/support/sha256.h"
 
 namespace stitch::rt {
 

@@ -1,7 +1,7 @@
 // Index check failures (design note in index_checks.h).
 #include "runtime/index_checks.h"
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt {
 

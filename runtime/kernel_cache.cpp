@@ -17,10 +17,10 @@
 #include <tuple>
 
 #include "runtime/remote_cache.h"
-#include "support/canonical.h"
-#include "support/env.h"
-#include "support/fd.h"
-#include "support/signal_guard.h"
+#include "runtime/support/canonical.h"
+#include "runtime/support/env.h"
+#include "runtime/support/fd.h"
+#include "runtime/support/signal_guard.h"
 
 namespace stitch::rt {
 

@@ -210,10 +210,10 @@
 #include <vector>
 
 #include "runtime/cache_secret.h"
-#include "support/code_identity.h"
-#include "support/error.h"
-#include "support/hash.h"
-#include "support/logging.h"
+#include "runtime/support/code_identity.h"
+#include "runtime/support/error.h"
+#include "runtime/support/hash.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt {
 

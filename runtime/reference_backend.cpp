@@ -2,7 +2,7 @@
 // API runs the reference interpreter (src/reference) on the graph itself, so this backend only
 // gives it memory and a name.
 #include "runtime/host_backend.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt {
 

@@ -12,10 +12,10 @@
 #include <map>
 
 #include "runtime/cache_secret.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/logging.h"
-#include "support/signal_guard.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
+#include "runtime/support/signal_guard.h"
 
 #if defined(STITCH_HAVE_HIREDIS)
 #include <hiredis/hiredis.h>

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt {
 

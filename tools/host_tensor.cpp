@@ -6,9 +6,9 @@
 #include <cstring>
 #include <limits>
 
-#include "ir/dtype.h"
-#include "support/checked.h"
-#include "support/memory.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/dtype.h"
+#include "runtime/support/memory.h"
 
 namespace stitch::cli {
 
@@ -73,7 +73,7 @@ void store(HostTensor& t, int64_t i, double v) {
 
 HostTensor::HostTensor(stitch_dtype_t t, std::vector<int64_t> s, const std::string& what)
     : dtype(t), shape(std::move(s)) {
-  // Sizes are checked (src/support/checked.h) and held against the machine's memory before the
+  // Sizes are checked (runtime/support/checked.h) and held against the machine's memory before the
   // buffer exists: a wrapped count ran 2^64 elements as "(empty)", and a buffer past the memory
   // was std::bad_alloc or an OOM kill.
   std::optional<TensorSize> size = checkedTensorSize(shape, elementBytes(t));

@@ -1,6 +1,6 @@
 """STITCH_* environment toggles read by the Python package, and the check of all of them.
 
-Booleans follow the library's one parser (src/support/env.h): 1/true/yes/on and 0/false/no/off,
+Booleans follow the library's one parser (runtime/support/env.h): 1/true/yes/on and 0/false/no/off,
 case-insensitive; unset or empty is the default; anything else is an error listing them, as an
 unknown value of any toggle is.
 

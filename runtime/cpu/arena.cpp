@@ -6,8 +6,8 @@
 #include <limits>
 #include <new>
 
-#include "support/error.h"
-#include "support/memory.h"
+#include "runtime/support/error.h"
+#include "runtime/support/memory.h"
 
 namespace stitch::rt::cpu {
 

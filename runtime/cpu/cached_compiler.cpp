@@ -11,8 +11,8 @@
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/thread_pool.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::cpu {
 

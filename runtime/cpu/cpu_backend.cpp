@@ -8,8 +8,8 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/host_backend.h"
-#include "support/checked.h"
-#include "support/memory.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/memory.h"
 
 namespace stitch::rt::cpu {
 

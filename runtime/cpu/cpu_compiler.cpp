@@ -12,7 +12,7 @@
 #include <chrono>
 #include <map>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::cpu {
 

@@ -5,8 +5,8 @@
 #include <array>
 
 #include "runtime/index_checks.h"
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::cpu {
 

@@ -16,9 +16,9 @@
 
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/profile_text.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::cpu {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "support/env.h"
+#include "runtime/support/env.h"
 
 namespace stitch::rt::cpu {
 

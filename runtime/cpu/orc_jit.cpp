@@ -23,9 +23,9 @@
 
 #include "runtime/cpu/streaming_stores.h"
 #include "runtime/cpu/vector_math.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::cpu {
 

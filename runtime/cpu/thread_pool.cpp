@@ -9,9 +9,9 @@
 #endif
 
 #include "runtime/cpu/openmp_team.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::cpu {
 

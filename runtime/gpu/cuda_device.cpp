@@ -4,8 +4,8 @@
 
 #include "runtime/gpu/cuda_api.h"
 #include "runtime/gpu/device.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::gpu {
 

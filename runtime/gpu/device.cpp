@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::gpu::detail {
 

@@ -11,8 +11,8 @@
 #include "runtime/gpu/hip_api.h"
 #include "runtime/gpu/nvrtc_api.h"
 #include "runtime/gpu/resource_usage.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::gpu {
 

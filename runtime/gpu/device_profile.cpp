@@ -12,8 +12,8 @@
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/profile_text.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::gpu {
 

@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
-#include "support/env.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::gpu {
 

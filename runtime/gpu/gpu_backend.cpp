@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "runtime/gpu/device_profile.h"
-#include "support/error.h"
-#include "support/logging.h"
-#include "support/parallel.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
+#include "runtime/support/parallel.h"
 
 namespace stitch::rt::gpu {
 

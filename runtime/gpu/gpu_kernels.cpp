@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::gpu {
 

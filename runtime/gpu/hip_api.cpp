@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "runtime/gpu/dynamic_library.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::gpu::hip {
 

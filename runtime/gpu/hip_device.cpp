@@ -6,8 +6,8 @@
 
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/hip_api.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::rt::gpu {
 

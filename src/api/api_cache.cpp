@@ -9,7 +9,7 @@
 
 #include "api/api_internal.h"
 #include "runtime/kernel_cache.h"
-#include "support/logging.h"
+#include "runtime/support/logging.h"
 
 using namespace stitch;
 

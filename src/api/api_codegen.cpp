@@ -13,7 +13,7 @@
 
 #include "api/api_internal.h"
 #include "fusion/planner.h"
-#include "support/env.h"
+#include "runtime/support/env.h"
 
 using namespace stitch;
 

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::api {
 

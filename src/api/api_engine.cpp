@@ -11,8 +11,8 @@
 #include "api/api_internal.h"
 #include "fusion/planner.h"
 #include "runtime/remote_cache.h"
-#include "support/env.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/logging.h"
 
 using namespace stitch;
 

@@ -36,9 +36,9 @@
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
-#include "support/env.h"
-#include "support/logging.h"
-#include "support/parallel.h"
+#include "runtime/support/env.h"
+#include "runtime/support/logging.h"
+#include "runtime/support/parallel.h"
 
 namespace stitch::api {
 

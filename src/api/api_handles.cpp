@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "api/api_internal.h"
-#include "support/logging.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::api {
 

@@ -18,7 +18,7 @@
 #include "fusion/plan.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::api {
 

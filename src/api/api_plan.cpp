@@ -10,8 +10,8 @@
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/signature.h"
-#include "support/env.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/logging.h"
 
 using namespace stitch;
 

@@ -33,8 +33,8 @@
 #include "ir/signature.h"
 #include "lower/size_args.h"
 #include "reference/interpreter.h"
-#include "support/hash.h"
-#include "support/logging.h"
+#include "runtime/support/hash.h"
+#include "runtime/support/logging.h"
 
 using namespace stitch;
 

@@ -7,9 +7,9 @@
 #include "ir/printer.h"
 #include "lower/size_args.h"
 #include "passes/pipeline.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::driver {
 
@@ -60,6 +60,7 @@ Build build(const ir::Graph& optimized, const ir::Bindings& bindings, const targ
   fusion::PlannerOptions planner;
   planner.mode = options.mode;
   planner.candidate = options.planCandidate;
+  planner.scheduler = target.scheduler();
   const fusion::HardwareProfile& profile = target.facts();
   const bool classes = !bindings.empty() && shapeClassesEnabled();
   if (plans && classes) {

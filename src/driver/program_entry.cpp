@@ -10,8 +10,8 @@
 #include <variant>
 
 #include "ir/signature.h"
-#include "support/canonical.h"
-#include "support/checked.h"
+#include "runtime/support/canonical.h"
+#include "runtime/support/checked.h"
 
 namespace stitch::driver {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::fusion {
 namespace {

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::fusion {
 

@@ -6,20 +6,18 @@
 #include <span>
 
 #include "fusion/cost_model.h"
+#include "fusion/schedule.h"
 #include "ir/signature.h"
-#include "lower/column_partials.h"
-#include "lower/kernel_program.h"
-#include "lower/launch.h"
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::fusion {
 
 using ir::OpCode;
 
 PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
-                         const HardwareProfile& profile, Mode m)
-    : graph(g), hw(profile), mode(m) {
+                         const HardwareProfile& profile, Mode m, const Scheduler* s)
+    : graph(g), hw(profile), mode(m), scheduler(s) {
   shapes = ir::concreteShapes(g, bindings);
   size_t n = g.nodes().size();
   numel.resize(n);
@@ -130,7 +128,7 @@ class Analyzer {
   bool readsReduction(int n);
   void layOut(Kernel& k);
   // `launch`: the lowered candidate's launch (GPU profiles), or null.
-  void countWork(Kernel& k, const lower::PricedLaunch* launch);
+  void countWork(Kernel& k, const PricedLaunch* launch);
 
   const PlanContext& ctx_;
   const std::vector<int>& nodes_;
@@ -459,7 +457,7 @@ void Analyzer::layOut(Kernel& k) {
     // A rows phase carrying column partials runs a task per worker (lower/column_partials.h):
     // a few hundred rows are several tasks, not the one their element count makes.
     if (std::find(places_.begin(), places_.end(), Place::Column) != places_.end())
-      m.blocks = std::max<int64_t>(1, lower::columnPartialWorkers(rows_, rowLength_, nullptr));
+      m.blocks = std::max<int64_t>(1, columnPartialWorkers(rows_, rowLength_, 0));
     return;
   }
   switch (kind_) {
@@ -524,19 +522,19 @@ void Analyzer::layOut(Kernel& k) {
   }
 }
 
-// On a GPU profile a kernel is priced on the launch that runs: the candidate is lowered and its
-// launch decided as the emitter will use it (lower/launch.h: for several phases, the cooperative
-// launch). layOut's guess still names the mapping's width and feeds countWork's register and
-// shared-memory estimates; its grid and block are replaced by applyLaunch.
-std::optional<lower::PricedLaunch> lowerLaunch(const PlanContext& ctx, const Kernel& k) {
+// On a GPU profile a kernel is priced on the launch that runs: the target's Scheduler lowers the
+// candidate and decides its launch as the emitter will use it (fusion/schedule.h; for several
+// phases, the cooperative launch). layOut's guess still names the mapping's width and feeds
+// countWork's register and shared-memory estimates; its grid and block are replaced by
+// applyLaunch. A host kernel's launch is its mapping's.
+std::optional<PricedLaunch> scheduledLaunch(const PlanContext& ctx, const Kernel& k) {
   if (!ctx.hw.isGpu) return std::nullopt;
-  const lower::LaunchTarget target = lower::launchTarget(ctx.hw);
-  lower::KernelProgram p = lower::lowerKernelWithShapes(ctx.graph, k, ctx.shapes, &target);
-  lower::scheduleLaunch(p, target, /*aligned=*/true);  // the aligned variant: the runtime's default
-  return lower::pricedLaunch(p);
+  STITCH_INTERNAL(ctx.scheduler != nullptr,
+                  "profile {} is a GPU's, planned without its target's scheduler", ctx.hw.name);
+  return ctx.scheduler->launch(ctx.graph, k, ctx.shapes);
 }
 
-void applyLaunch(Kernel& k, const lower::PricedLaunch& launch) {
+void applyLaunch(Kernel& k, const PricedLaunch& launch) {
   k.summary.blocks = k.mapping.blocks = launch.blocks;
   k.summary.threadsPerBlock = k.mapping.threadsPerBlock = launch.threadsPerBlock;
   k.summary.bytesInFlightPerThread = launch.bytesInFlightPerThread;
@@ -557,7 +555,7 @@ Scheme communicationScheme(const Mapping& m) {
   return Scheme::Global;
 }
 
-void Analyzer::countWork(Kernel& k, const lower::PricedLaunch* launch) {
+void Analyzer::countWork(Kernel& k, const PricedLaunch* launch) {
   const ir::Graph& g = ctx_.graph;
   KernelSummary& s = k.summary;
   int64_t domain = k.mapping.domain;
@@ -632,12 +630,11 @@ void Analyzer::countWork(Kernel& k, const lower::PricedLaunch* launch) {
   int64_t partials = 0;
   for (int n : k.nodes) {
     if (place(n) != Place::Column) continue;
-    const lower::LaunchTarget target = lower::launchTarget(ctx_.hw);
-    const int64_t workers =
-        lower::columnPartialWorkers(rows_, rowLength_, ctx_.hw.isGpu ? &target : nullptr);
-    partials = saturatingAdd(
-        partials, saturatingMul(saturatingMul(workers, rowLength_),
-                                ir::dtypeBytes(lower::partialDType(g.node(n).type.dtype))));
+    const int64_t workers = columnPartialWorkers(
+        rows_, rowLength_, ctx_.hw.isGpu ? std::max(1, ctx_.hw.processors) : 0);
+    partials =
+        saturatingAdd(partials, saturatingMul(saturatingMul(workers, rowLength_),
+                                              ir::dtypeBytes(partialDType(g.node(n).type.dtype))));
   }
   s.bytesWritten = saturatingAdd(s.bytesWritten, partials);
   if (partials > ctx_.hw.cacheBytes / 2) s.bytesRead = saturatingAdd(s.bytesRead, partials);
@@ -851,7 +848,7 @@ bool Analyzer::run(Kernel& k) {
   // A split by stages is a choice of the kernel (Kernel::stagedSplits): priced both ways, the
   // cheaper kept.
   Kernel unstaged;
-  std::optional<lower::PricedLaunch> launch = lowerLaunch(ctx_, k);
+  std::optional<PricedLaunch> launch = scheduledLaunch(ctx_, k);
   if (launch && launch->staged) {
     unstaged = k;
     unstaged.stagedSplits = false;
@@ -860,7 +857,7 @@ bool Analyzer::run(Kernel& k) {
   if (launch) applyLaunch(k, *launch);
   k.cost = estimateKernel(k.summary, ctx_.hw);
   if (!unstaged.stagedSplits) {
-    launch = lowerLaunch(ctx_, unstaged);
+    launch = scheduledLaunch(ctx_, unstaged);
     countWork(unstaged, launch ? &*launch : nullptr);
     if (launch) applyLaunch(unstaged, *launch);
     unstaged.cost = estimateKernel(unstaged.summary, ctx_.hw);
@@ -937,8 +934,7 @@ Kernel packHorizontally(const PlanContext& ctx, std::vector<Kernel> parts) {
   }
   std::sort(k.nodes.begin(), k.nodes.end());
   k.mapping.blocks = s.blocks;
-  if (const std::optional<lower::PricedLaunch> launch = lowerLaunch(ctx, k))
-    applyLaunch(k, *launch);
+  if (const std::optional<PricedLaunch> launch = scheduledLaunch(ctx, k)) applyLaunch(k, *launch);
   k.cost = estimateKernel(s, ctx.hw);
   return k;
 }

@@ -31,8 +31,8 @@
 // is a valid kernel on its own.
 // The result carries the mapping, the scheme of every internal edge, the traffic and work
 // (KernelSummary) and its cost; or the reason it cannot be one kernel. On a GPU profile the
-// candidate is lowered so that its grid and block are the launch the emitter will use
-// (lower/launch.h), and that is what the cost prices.
+// target's Scheduler lowers and schedules the candidate (fusion/schedule.h), so that its grid and
+// block are the launch the emitter will use, and that is what the cost prices.
 #pragma once
 
 #include <string>
@@ -41,6 +41,7 @@
 #include "fusion/hardware.h"
 #include "fusion/op_class.h"
 #include "fusion/plan.h"
+#include "fusion/schedule.h"
 #include "ir/graph.h"
 #include "ir/shape.h"
 
@@ -50,11 +51,12 @@ namespace stitch::fusion {
 class PlanContext {
  public:
   PlanContext(const ir::Graph& g, const ir::Bindings& bindings, const HardwareProfile& hw,
-              Mode mode);
+              Mode mode, const Scheduler* scheduler);
 
   const ir::Graph& graph;
   const HardwareProfile& hw;
   Mode mode;
+  const Scheduler* scheduler;  // the target's (schedule.h); may be null for a host profile
   std::vector<std::vector<int64_t>> shapes;  // concrete, per node
   std::vector<int64_t> numel;
   std::vector<int64_t> bytes;  // numel * dtype size

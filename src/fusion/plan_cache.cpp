@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "support/logging.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::fusion {
 

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "ir/signature.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::fusion {
 

@@ -1,6 +1,6 @@
 // Names of the plan's enums, as STITCH_FUSION, `stitch plan` and the explain formats spell them.
 #include "fusion/plan.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::fusion {
 

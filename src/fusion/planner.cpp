@@ -13,11 +13,11 @@
 #include <unordered_map>
 
 #include "fusion/group.h"
-#include "support/checked.h"
-#include "support/env.h"
-#include "support/error.h"
-#include "support/hash.h"
-#include "support/logging.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
+#include "runtime/support/hash.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::fusion {
 
@@ -589,7 +589,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
                const PlannerOptions& options) {
   STITCH_CHECK(options.candidate >= 0, ErrorCode::InvalidArgument,
                "plan candidate {} is negative (0 is the search's pick)", options.candidate);
-  PlanContext ctx(g, bindings, hw, options.mode);
+  PlanContext ctx(g, bindings, hw, options.mode, options.scheduler);
   Analyses analyses(ctx);
   Partition start = singletons(ctx, analyses);
   Partition best = start;
@@ -621,7 +621,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
           // Basic's plan is a stitch plan too; seeding with it keeps stitch from ever losing to
           // basic where greedy stitching wanders into a worse corner.
           if (options.mode == Mode::Stitch) {
-            PlanContext basicCtx(g, bindings, hw, Mode::Basic);
+            PlanContext basicCtx(g, bindings, hw, Mode::Basic, options.scheduler);
             Analyses basicAnalyses(basicCtx);
             Partition b = runGreedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses));
             b.total = 0;
@@ -657,7 +657,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
 std::optional<Plan> planKernels(const ir::Graph& g, const std::vector<std::vector<int>>& kernels,
                                 const ir::Bindings& bindings, const HardwareProfile& hw,
                                 const PlannerOptions& options) {
-  PlanContext ctx(g, bindings, hw, options.mode);
+  PlanContext ctx(g, bindings, hw, options.mode, options.scheduler);
   Analyses analyses(ctx);
   Partition p;
   p.groupOf.assign(g.nodes().size(), -1);

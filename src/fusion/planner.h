@@ -13,6 +13,7 @@
 
 #include "fusion/hardware.h"
 #include "fusion/plan.h"
+#include "fusion/schedule.h"
 #include "ir/graph.h"
 #include "ir/shape.h"
 
@@ -31,6 +32,9 @@ struct PlannerOptions {
   // each beam state), ranked by the cost model. For measuring the model against the hardware
   // (bench/gpu/run.py's cost-model table); InvalidArgument when the search saw fewer plans.
   int candidate = 0;
+  // The target's scheduler (schedule.h): required for a GPU profile, whose candidates are priced
+  // on the launch it decides; may be null for the host, whose launch is the mapping's.
+  const Scheduler* scheduler = nullptr;
 };
 
 // Plans g for the concrete sizes `bindings` gives its symbols. g must be verified; composites

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::ir {
 

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "ir/dtype.h"
 #include "ir/shape.h"
+#include "runtime/support/dtype.h"
 
 namespace stitch::ir {
 

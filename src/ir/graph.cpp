@@ -4,7 +4,7 @@
 #include <set>
 
 #include "ir/infer.h"
-#include "support/checked.h"
+#include "runtime/support/checked.h"
 
 namespace stitch::ir {
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <set>
 
-#include "support/checked.h"
+#include "runtime/support/checked.h"
 
 namespace stitch::ir {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ir/ops.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::ir {
 

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <limits>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::ir::detail {
 

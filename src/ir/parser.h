@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::ir {
 

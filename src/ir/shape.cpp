@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::ir {
 

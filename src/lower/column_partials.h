@@ -28,24 +28,24 @@
 // graphs (the planner does not form them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "fusion/schedule.h"
 #include "lower/kernel_program.h"
 
 namespace stitch::lower {
 
-// At most this many partial elements per program phase (8 MiB of f32), unless one row needs more.
-inline constexpr int64_t kPartialBudget = int64_t{1} << 21;
-// At least this many rows per worker (but one worker at least).
-inline constexpr int64_t kRowsPerWorker = 8;
+// How many workers and in what dtype: sized once for the planner and the lowering
+// (fusion/schedule.h: columnPartialWorkers, partialDType, kPartialBudget, kRowsPerWorker).
+using fusion::columnPartialWorkers;
+using fusion::partialDType;
 
-// The number of workers for a rows phase of `units` rows of `rowLength` elements: at most one
-// per kRowsPerWorker rows, the partial budget, and what the machine runs at once (`target`: a GPU;
-// null: the host); 0 when there are no rows (the rows phase then carries nothing).
-int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarget* target);
-
-// The dtype partials are kept in: the compute type of a float dtype (f32 for f16/bf16/f32).
-ir::DType partialDType(ir::DType t);
+// The workers for a rows phase lowered for `target` (a GPU; null: the host).
+inline int64_t columnPartialWorkers(int64_t units, int64_t rowLength, const LaunchTarget* target) {
+  return fusion::columnPartialWorkers(units, rowLength,
+                                      target ? std::max(1, target->processors) : 0);
+}
 
 // One column reduction carried by partials. The combine phase (built with the rest of the kernel
 // in kernel_program.cpp, whose value lowering it needs for the elementwise values of the results)

@@ -23,8 +23,8 @@
 #include "lower/column_partials.h"
 #include "lower/launch.h"
 #include "lower/split_rows.h"
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch::lower {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <set>
 
-#include "ir/dtype.h"
+#include "runtime/support/dtype.h"
 
 namespace stitch::lower {
 

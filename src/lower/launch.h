@@ -1,12 +1,12 @@
 // The launch schedule: how each phase of a kernel program maps onto a GPU's blocks and threads.
 //
-// Design note. The launch is decided once, here, and stored in the program (Phase::levels). Two
-// readers use the same decision:
+// Design note. The launch is decided once, here, by the GPU targets' schedule() (src/target/gpu),
+// and stored in the program (Phase::levels). Two readers use the same decision:
 //   - the CUDA/HIP emitter (codegen/gpu/schedule.h) prints the loops of each phase for it, and
 //     launches each phase (or the cooperative entry) with its grid and block;
-//   - the planner's group analysis (fusion/group.cpp) lowers each candidate kernel, decides its
-//     launch here and hands exactly that grid and block to the cost model. So plan search prices
-//     the launch that runs, not a guess of its own.
+//   - the planner's group analysis (fusion/group.cpp) asks the target's Scheduler
+//     (fusion/schedule.h), which lowers each candidate kernel, schedules it and hands exactly that
+//     grid and block to the cost model. So plan search prices the launch that runs, not a guess.
 // The decision depends only on the program and a few machine facts (LaunchTarget): the warp
 // width, the processor count (it caps grid-stride grids) and the block limit. A fusion profile
 // (HardwareProfile) and a codegen target (GpuTarget) both describe them; for the built-in
@@ -52,12 +52,9 @@
 // walk survives a phase boundary, so those walks load the kernel's inputs again, from the cache
 // or from memory.
 //
-// Dependencies. lower/ already depended on fusion/'s data (plan.h: the Kernel it lowers); the
-// planner's group analysis (fusion/group.cpp) now includes lower/ to lower its candidates. The
-// folders depend on each other, the headers do not: lower/ includes only fusion's data headers
-// (plan.h, cost_model.h, hardware.h), never the analysis or the planner. Breaking the folder
-// cycle would take moving the plan's data below both, or handing the planner a pricing callback;
-// both build into stitch_core, so neither is done.
+// Dependencies. lower/ reads fusion's data (plan.h: the Kernel it lowers; schedule.h: the priced
+// launch); fusion never includes lower/: the planner's group analysis asks the target's Scheduler
+// (fusion/schedule.h), which lowers each candidate and decides its launch here.
 //
 // Cost. Lowering every candidate the search prices makes planning slower (bench/
 // bench_planner.cpp, sm_90: 50 ops 1.1 -> 5.1 ms, 1k ops 45 -> 93 ms, 10k ops 101 -> 558 ms on
@@ -68,6 +65,7 @@
 #include <vector>
 
 #include "fusion/hardware.h"
+#include "fusion/schedule.h"
 #include "lower/kernel_program.h"
 
 namespace stitch::lower {
@@ -101,22 +99,9 @@ void scheduleLaunch(KernelProgram& p, const LaunchTarget& t, bool aligned);
 // True when p's levels hold the launch decided for (t, aligned).
 bool launchDecidedFor(const KernelProgram& p, const LaunchTarget& t, bool aligned);
 
-// The launch the cost model prices (see the note above), from levels decided by scheduleLaunch.
-struct PricedLaunch {
-  int64_t blocks = 1;
-  int threadsPerBlock = 1;
-  int64_t bytesInFlightPerThread = 0;
-  // The phase boundaries: grid barriers of the cooperative launch (or launches, one per phase).
-  int barriers = 0;
-  // Whether long rows were split (Phase::split, lower/split_rows.h); the bytes of the kernel's
-  // inputs that the phases walking sub-rows again (SplitRole::Rewalk) load after an earlier
-  // phase loaded them, once per phase, and the bytes of the distinct inputs among them (whether
-  // a cache holds them from one walk to the next).
-  bool split = false;
-  bool staged = false;  // some phase walks sub-rows again (a split by stages)
-  int64_t rewalkBytes = 0;
-  int64_t rewalkSpan = 0;
-};
+// The launch the cost model prices (see the note above; fusion/schedule.h), from levels decided by
+// scheduleLaunch.
+using fusion::PricedLaunch;
 PricedLaunch pricedLaunch(const KernelProgram& p);
 
 }  // namespace stitch::lower

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "lower/kernel_program.h"
-#include "support/canonical.h"
+#include "runtime/support/canonical.h"
 
 namespace stitch::lower {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <utility>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::lower {
 

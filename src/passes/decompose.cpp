@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "passes/rewriter.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::passes {
 

@@ -1,6 +1,6 @@
 #include "passes/rewriter.h"
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::passes {
 

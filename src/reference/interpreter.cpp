@@ -18,10 +18,10 @@
 #include <type_traits>
 
 #include "ir/signature.h"
-#include "support/checked.h"
-#include "support/error.h"
-#include "support/memory.h"
-#include "support/philox.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
+#include "runtime/support/memory.h"
+#include "runtime/support/philox.h"
 
 namespace stitch::reference {
 

@@ -5,7 +5,7 @@
 #if defined(STITCH_HAVE_LLVM)
 #include "codegen/llvm/llvm_emitter.h"
 #endif
-#include "support/hash.h"
+#include "runtime/support/hash.h"
 
 namespace stitch::target {
 
@@ -57,7 +57,7 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
 
 rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& emit, const rt::GpuCompilerId& compiler) {
-  const auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = target;
+  const auto& [arch, dialect, warpSize, smCount, maxThreadsPerBlock, computeCapability] = target;
   const auto& [aligned] = emit;
   const auto& [compilerName, compilerVersion, compilerOptions] = compiler;
   lower::CanonicalWriter options;
@@ -68,8 +68,7 @@ rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& t
   key.add("backend", "gpu")
       .add("code", source)
       .add("arch", arch)
-      .add("vendor", canonicalBytes(vendor))
-      .add("dialect", vendor == codegen::GpuVendor::Amd ? "hip" : "cuda")
+      .add("dialect", dialect)
       .add("warp-size", canonicalBytes(warpSize))
       .add("sm-count", canonicalBytes(smCount))
       .add("max-threads-per-block", canonicalBytes(maxThreadsPerBlock))

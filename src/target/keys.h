@@ -30,7 +30,7 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
                            const rt::HostCompileOptions& options);
 
 // GPU: the source (codegen::emitGpuKernel's text), every field of the GpuTarget the scheduler and
-// emitter read (arch, vendor and so the dialect, warp size, multiprocessor count, block limit,
+// emitter read (arch, dialect, warp size, multiprocessor count, block limit,
 // compute capability; most reach the source too, and are kept so that a key never depends on
 // that), the emit options (the alignment assumption), the compiler's name, version and options
 // for the arch, and a digest of the device headers the source includes (build constants, like

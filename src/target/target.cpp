@@ -6,7 +6,9 @@
 #include <deque>
 #include <mutex>
 
-#include "support/error.h"
+#include "ir/signature.h"
+#include "lower/launch.h"
+#include "runtime/support/error.h"
 
 namespace stitch::target {
 
@@ -65,6 +67,18 @@ class Registry {
 };
 
 }  // namespace
+
+lower::KernelProgram Target::lower(const ir::Graph& g, const fusion::Kernel& k,
+                                   const ir::Bindings& bindings) const {
+  return lowerShapes(g, k, ir::concreteShapes(g, bindings));
+}
+
+fusion::PricedLaunch Target::launch(const ir::Graph& g, const fusion::Kernel& k,
+                                    const std::vector<std::vector<int64_t>>& shapes) const {
+  lower::KernelProgram p = lowerShapes(g, k, shapes);
+  schedule(p);
+  return lower::pricedLaunch(p);
+}
 
 void registerTarget(TargetInfo info) { Registry::get().add(std::move(info)); }
 

@@ -9,7 +9,9 @@
 //                read of its own machine laid over them;
 //   lower()      a planned kernel as a KernelProgram for this machine (lower/kernel_program.h);
 //   schedule()   the decisions about how that program runs: the GPU launch of every phase, the
-//                host's task grain. A lowered program goes through schedule() before emit();
+//                host's task grain. A lowered program goes through schedule() before emit(),
+//                and the planner prices each candidate kernel on the launch lower() and
+//                schedule() make of it (fusion::Scheduler: what is priced is what runs);
 //   emit()       the program's code, in the forms this backend compiles (preferred first), each
 //                with its canonical cache key (target/keys.h) and entry points;
 //   compile()    one kernel's code compiled without running it (`stitch codegen`; the runtime
@@ -35,6 +37,7 @@
 
 #include "fusion/hardware.h"
 #include "fusion/plan.h"
+#include "fusion/schedule.h"
 #include "ir/graph.h"
 #include "ir/shape.h"
 #include "lower/kernel_program.h"
@@ -55,7 +58,7 @@ struct CompileReport {
   bool throughCache = false;
 };
 
-class Target {
+class Target : public fusion::Scheduler {
  public:
   virtual ~Target() = default;
   Target(const Target&) = delete;
@@ -72,11 +75,22 @@ class Target {
   // The language of its code, as rt::KernelCode::language names it ("llvm-ir", "cuda", "hip").
   virtual std::string_view language() const = 0;
   // Kernel k of a plan of g lowered under `bindings` (sizes of every symbolic dim), not yet
-  // scheduled.
-  virtual lower::KernelProgram lower(const ir::Graph& g, const fusion::Kernel& k,
-                                     const ir::Bindings& bindings) const = 0;
+  // scheduled; lowerShapes from every node's concrete shape (ir::concreteShapes).
+  lower::KernelProgram lower(const ir::Graph& g, const fusion::Kernel& k,
+                             const ir::Bindings& bindings) const;
+  virtual lower::KernelProgram lowerShapes(
+      const ir::Graph& g, const fusion::Kernel& k,
+      const std::vector<std::vector<int64_t>>& shapes) const = 0;
   // Decides how p runs on this machine (the note above), in p.
   virtual void schedule(lower::KernelProgram& p) const = 0;
+  // What the planner prices candidates with (fusion/schedule.h): this target itself where the
+  // launch is decided on the lowered program (a GPU's), null where it is the plan's mapping (the
+  // host: a task per facts().taskElements).
+  virtual const fusion::Scheduler* scheduler() const { return this; }
+  // fusion::Scheduler: candidate k lowered (lowerShapes) and scheduled (schedule) exactly as the
+  // driver will, and the launch that makes (lower::pricedLaunch).
+  fusion::PricedLaunch launch(const ir::Graph& g, const fusion::Kernel& k,
+                              const std::vector<std::vector<int64_t>>& shapes) const override;
   // The forms of p's code, preferred first (a backend runs the first whose needs hold).
   virtual std::vector<rt::KernelCode> emit(const lower::KernelProgram& p) const = 0;
   // Compiles the first form of k without running it; BackendUnavailable when the compiler

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::testing {
 

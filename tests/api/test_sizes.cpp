@@ -1,6 +1,6 @@
 // Sizes through the C API: a DLTensor whose size overflows, allocations past the machine's memory,
 // and graphs whose values cannot fit come back as a status and a message naming the tensor, on the
-// host backends, never as a crash or a silent result (src/support/checked.h, memory.h).
+// host backends, never as a crash or a silent result (runtime/support/checked.h, memory.h).
 #include <gtest/gtest.h>
 #include <stitch/stitch.h>
 

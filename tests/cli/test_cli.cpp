@@ -513,7 +513,7 @@ TEST(Cli, DemoRuns) {
   EXPECT_NE(r.out.find("demo: ok"), std::string::npos) << r.out;
 }
 
-// Sizes past the limits (src/support/checked.h) and shapes larger than the machine's memory are
+// Sizes past the limits (runtime/support/checked.h) and shapes larger than the machine's memory are
 // invalid input (exit 2) with a message naming the tensor, on every backend and in `plan`; before,
 // they ran as "(empty)", returned 0, crashed, or died of std::bad_alloc (exit 5).
 bool has(const Result& r, const std::string& text) { return r.out.find(text) != std::string::npos; }

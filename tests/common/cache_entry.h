@@ -3,7 +3,7 @@
 // command line (no access to DiskCache). Entries written here must be what the library writes:
 // the format is the contract, so the writer is independent of the implementation, save for
 // HMAC-SHA-256 itself (support/sha256.h, checked against the standards' vectors on its own; the
-// targets that include this header compile src/support/sha256.cpp in).
+// targets that include this header compile runtime/support/sha256.cpp in).
 #pragma once
 
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "support/sha256.h"
+#include "runtime/support/sha256.h"
 
 namespace stitch::testing {
 

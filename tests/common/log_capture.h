@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "support/logging.h"
+#include "runtime/support/logging.h"
 
 namespace stitch::testing {
 

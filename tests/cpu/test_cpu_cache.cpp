@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/example_graphs.h"
+#include "common/planning.h"
 #include "common/temp_dir.h"
 #include "driver/driver.h"
 #include "fusion/hardware.h"
@@ -192,7 +193,9 @@ TEST(HostKernelCache, ReductionKindsGetTheirOwnKernelsFromOneDirectory) {
 TEST(HostKernelCache, EveryTargetAttributeAndOptionChangesTheKey) {
   const lower::KernelProgram p = [] {
     ir::Graph g = passes::runPasses(reductionGraph("reduce_sum"));
-    fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), {});
+    fusion::Plan plan =
+        fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                          stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
     return lower::lowerKernel(g, plan.kernels.at(0), {});
   }();
   const rt::HostTarget target{"x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f",

@@ -35,6 +35,7 @@
 
 #include "codegen/llvm/llvm_emitter.h"
 #include "common/example_graphs.h"
+#include "common/planning.h"
 #include "common/sweep.h"
 #include "driver/driver.h"
 #include "fusion/explain.h"
@@ -282,7 +283,9 @@ std::vector<int64_t> loadIndices(const char* text) {
   ir::Graph g = parseOne(text);
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
   EXPECT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
   EXPECT_EQ(p.phases.size(), 1u);
@@ -339,7 +342,7 @@ TEST(CpuLowering, ConcatOnAGpuClampsEachPartAndSelects) {
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
   const fusion::HardwareProfile hw = *fusion::findProfile("sm_90");  // findProfile's is a value
-  fusion::Plan plan = fusion::planGraph(g, {}, hw, opts);
+  fusion::Plan plan = fusion::planGraph(g, {}, hw, stitch::testing::plannerOptions(opts, hw));
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {}, lower::launchTarget(hw));
   ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
   const lower::Phase& ph = p.phases.at(0);
@@ -372,7 +375,9 @@ TEST(CpuLowering, ConcatOnTheHostWalksEachPartInItsOwnPhase) {
       "graph c(a: f32[2, 1, 3], b: f32[2, 2, 3]) {\n y = concat(a, b, axis=1)\n return y\n}\n");
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Off;
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
   ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
   const int parts[2] = {*g.find("a"), *g.find("b")};
@@ -410,7 +415,9 @@ TEST(CpuLowering, ReshapedViewsKeepTheFlatIndexAcrossARowReduction) {
                " xr = reshape(xc, shape=[N, 4, 2, 2])\n gr = reshape(gamma, shape=[4, 1, 1])\n"
                " y = mul(xr, gr)\n return y\n}\n"));
   const ir::Bindings b{{"N", 3}};
-  fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, b, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
   ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
@@ -457,7 +464,9 @@ TEST(CpuLowering, AColumnSumOfAViewedConcatWalksEachPartsColumns) {
       " t4 = reshape(t3, shape=[6, 24])\n t5 = reduce_sum(t4, axes=[0], keepdims=true)\n"
       " return t4, t5\n}\n");
   ir::Graph opt = passes::runPasses(g);
-  fusion::Plan plan = fusion::planGraph(opt, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(opt, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
@@ -499,7 +508,9 @@ TEST(CpuLowering, AConcatAlongAFactorOfAKeptAxisWalksBoxesOfARefinedDomain) {
                                            : " return t11\n"));
       ir::Graph g = parseOne(src.c_str());
       ir::Graph opt = passes::runPasses(g);
-      fusion::Plan plan = fusion::planGraph(opt, {}, *fusion::findProfile("host"));
+      fusion::Plan plan =
+          fusion::planGraph(opt, {}, *fusion::findProfile("host"),
+                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       ASSERT_EQ(plan.kernels.size(), 1u) << src;
       lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
       // A loop phase's domain has the concat's axis (the kernel's is [B, H, T, D]): boxes at
@@ -540,7 +551,9 @@ TEST(CpuLowering, AConcatReadAtBroadcastPositionsWalksBoxes) {
         dt);
     ir::Graph g = parseOne(text.c_str());
     ir::Graph opt = passes::runPasses(g);
-    fusion::Plan plan = fusion::planGraph(opt, {}, *fusion::findProfile("host"));
+    fusion::Plan plan =
+        fusion::planGraph(opt, {}, *fusion::findProfile("host"),
+                          stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
     ASSERT_EQ(plan.kernels.size(), 1u) << text;
     lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
     ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
@@ -560,7 +573,9 @@ TEST(CpuLowering, ConcatOfHalvesComputedInTheKernel) {
       "graph r(x: f32[3, 4], c: f32[2]) {\n x1 = slice(x, starts=[0, 0], ends=[3, 2])\n"
       " x2 = slice(x, starts=[0, 2], ends=[3, 4])\n a = mul(x1, c)\n lo = sub(a, x2)\n"
       " hi = add(x2, x1)\n y = concat(lo, hi, axis=1)\n return y\n}\n");
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
   // One phase per half (each a [3, 2] box of the [3, 4] domain).
@@ -595,7 +610,9 @@ TEST(CpuLowering, APartInOtherCoordinatesRunsOverTheKernelsDomain) {
       "graph adv(x: f32[8, 4], u: f32[8, 1]) {\n r = reduce_sum(x, axes=[1], keepdims=true)\n"
       " q = exp(u)\n q2 = reshape(q, shape=[1, 8])\n t = broadcast_to(q2, shape=[4, 8])\n"
       " t2 = mul(t, 2)\n return r, q, t2\n}\n");
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
@@ -637,7 +654,10 @@ TEST(CpuLowering, LayoutBoundariesOnManyShapes) {
               checkGraph(g, b, static_cast<uint64_t>(n + c), fusion::Mode::Stitch, 1, t);
           EXPECT_TRUE(f.empty()) << f;
           ir::Graph opt = passes::runPasses(g);
-          oneKernel += fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels.size() == 1;
+          oneKernel +=
+              fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                                stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+                  .kernels.size() == 1;
           ++graphs;
         }
       }
@@ -655,8 +675,10 @@ TEST(CpuLowering, LayoutBoundariesOnManyShapes) {
       std::string f =
           checkGraph(g, {}, static_cast<uint64_t>(half + axis), fusion::Mode::Stitch, 1, t);
       EXPECT_TRUE(f.empty()) << f;
-      oneKernel += fusion::planGraph(passes::runPasses(g), {}, *fusion::findProfile("host"))
-                       .kernels.size() == 1;
+      oneKernel +=
+          fusion::planGraph(passes::runPasses(g), {}, *fusion::findProfile("host"),
+                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+              .kernels.size() == 1;
       ++graphs;
     }
   EXPECT_EQ(t.plannerFailures, 0);
@@ -668,7 +690,9 @@ TEST(CpuLowering, LayoutBoundariesOnManyShapes) {
 TEST(CpuLowering, RowReductionHasStagesAndRowUnits) {
   ir::Graph g = passes::runPasses(
       parseOne("graph s(x: f32[4, 8]) {\n y = softmax(x, axis=-1)\n return y\n}\n"));
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 1u);
@@ -684,7 +708,9 @@ TEST(CpuLowering, GlobalReductionBecomesPhases) {
   ir::Graph g = parseOne(
       "graph s(x: f32[64, 512]) {\n r = reduce_sum(x, axes=[1], keepdims=true)\n"
       " t = reduce_max(r)\n y = sub(x, t)\n z = mul(y, r)\n return z\n}\n");
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   Totals t;
   std::string f = checkGraph(g, {}, 3, fusion::Mode::Stitch, 1, t);
   EXPECT_TRUE(f.empty()) << f;
@@ -716,7 +742,9 @@ TEST(CpuLowering, LongRowsAreSplitAndMatchTheReference) {
       ir::Graph g = parseOne(text.c_str());
       for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 1 << 18}, {3, 3 << 16}, {2, 1000}}) {
         ir::Bindings b{{"R", rows}, {"N", n}};
-        fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile("host"));
+        fusion::Plan plan =
+            fusion::planGraph(g, b, *fusion::findProfile("host"),
+                              stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         ASSERT_EQ(plan.kernels.size(), 1u);
         lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
         EXPECT_EQ(p.phases.size(), n >= (1 << 16) ? 2u : 1u) << text << lower::printProgram(p);
@@ -744,7 +772,9 @@ TEST(CpuLowering, ColumnPartialsMatchTheReference) {
            {std::pair<int64_t, int64_t>{0, 8}, {1, 7}, {3, 33}, {64, 16}, {65, 100}, {1000, 24}}) {
         ir::Bindings b{{"R", rows}, {"N", n}};
         ir::Graph opt = passes::runPasses(g);
-        fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+        fusion::Plan plan =
+            fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                              stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         // One row: the column reductions reduce a size-1 axis (no partials to carry).
         if (rows > 1) {
           ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
@@ -781,7 +811,9 @@ TEST(CpuLowering, ValuesOfColumnResultsRunInTheCombinePhase) {
          {std::pair<int64_t, int64_t>{0, 8}, {3, 33}, {64, 16}, {65, 100}, {1000, 24}}) {
       ir::Bindings b{{"R", rows}, {"N", n}};
       ir::Graph opt = passes::runPasses(g);
-      fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+      fusion::Plan plan =
+          fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       if (rows > 1) {
         ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
         lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
@@ -817,7 +849,9 @@ TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
                                     {301, 40, false}}) {
         ir::Bindings b{{"R", rows}, {"N", n}};
         ir::Graph opt = passes::runPasses(g);
-        fusion::Plan plan = fusion::planGraph(opt, b, *fusion::findProfile("host"));
+        fusion::Plan plan =
+            fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                              stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
         lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
         EXPECT_EQ(p.phases.size(), split ? 2u : 1u) << text << lower::printProgram(p);
@@ -860,7 +894,9 @@ TEST(CpuLowering, ColumnTilesMatchTheReference) {
         int tiledWithElems = 0;
         std::string programs;
         for (const fusion::Kernel& k :
-             fusion::planGraph(opt, c.b, *fusion::findProfile("host")).kernels) {
+             fusion::planGraph(opt, c.b, *fusion::findProfile("host"),
+                               stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+                 .kernels) {
           lower::KernelProgram prog = lower::lowerKernel(opt, k, c.b);
           programs += lower::printProgram(prog);
           for (const lower::Phase& ph : prog.phases)
@@ -917,7 +953,9 @@ TEST(CpuLowering, ElementTilesMatchTheReference) {
       std::string text = fmt::format(fmt::runtime(c.text), dt);
       ir::Graph g = parseOne(text.c_str());
       ir::Graph opt = passes::runPasses(g);
-      fusion::Plan plan = fusion::planGraph(opt, c.b, *fusion::findProfile("host"));
+      fusion::Plan plan =
+          fusion::planGraph(opt, c.b, *fusion::findProfile("host"),
+                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       int tiled = 0;
       for (const fusion::Kernel& k : plan.kernels)
         for (const lower::Phase& ph : lower::lowerKernel(opt, k, c.b).phases)
@@ -957,7 +995,10 @@ graph gn(x: f32[N, 64, 16, 16], gamma: f32[64], beta: f32[64]) {
   ir::Graph opt = passes::runPasses(g);
   int tiled = 0;
   std::string programs;
-  for (const fusion::Kernel& k : fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels) {
+  for (const fusion::Kernel& k :
+       fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+           .kernels) {
     lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
     programs += lower::printProgram(prog);
     for (const lower::Phase& ph : prog.phases) tiled += codegen::rowTile(ph) > 0;
@@ -1014,7 +1055,9 @@ graph tiled(x: f32[N, 2048], scale: f32[8]) {
     int slots = 0;
     std::string programs;
     for (const fusion::Kernel& k :
-         fusion::planGraph(opt, b, *fusion::findProfile("host")).kernels) {
+         fusion::planGraph(opt, b, *fusion::findProfile("host"),
+                           stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+             .kernels) {
       lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
       programs += lower::printProgram(prog);
       for (const lower::Phase& ph : prog.phases) {
@@ -1169,7 +1212,10 @@ graph short(x: f32[N, 1000]) {
     ir::Graph g = passes::runPasses(parseOne(c.text));
     ir::Bindings b{{"N", 5}};
     bool prefetches = false;
-    for (const fusion::Kernel& k : fusion::planGraph(g, b, *fusion::findProfile("host")).kernels)
+    for (const fusion::Kernel& k :
+         fusion::planGraph(g, b, *fusion::findProfile("host"),
+                           stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
+             .kernels)
       prefetches = prefetches ||
                    codegen::programIR(lower::lowerKernel(g, k, b), "t").find("llvm.prefetch") !=
                        std::string::npos;
@@ -1243,7 +1289,9 @@ TEST(CpuCodegen, Bf16ResultsRoundOnceBeforeTheirStore) {
       " return y, a, c\n}\n");
   fusion::PlannerOptions opts;
   opts.mode = fusion::Mode::Stitch;
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
   const std::string ir = codegen::programIR(p, "s");
@@ -1283,7 +1331,9 @@ TEST(CpuCodegen, LatencyBoundElementLoopsAreInterleaved) {
     ir::Graph g = parseOne(c.text);
     fusion::PlannerOptions opts;
     opts.mode = fusion::Mode::Stitch;
-    fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"), opts);
+    fusion::Plan plan =
+        fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                          stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
     ASSERT_EQ(plan.kernels.size(), 1u) << c.text;
     lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
     const std::string ir = codegen::programIR(p, "k");
@@ -1442,7 +1492,9 @@ TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
         std::string text =
             fmt::format("graph t(x: {0}[{1}]) {{\n y = {2}\n return y\n}}\n", dtype, n, op.ir);
         ir::Graph g = parseOne(text.c_str());
-        fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+        fusion::Plan plan =
+            fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                              stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
         auto ctx = std::make_unique<llvm::LLVMContext>();
         auto m = std::make_unique<llvm::Module>("sleef_" + std::string(op.sleef), *ctx);
@@ -1550,7 +1602,9 @@ TEST(OrcJit, CpuFeaturesFromTheEnvironmentMakeCodeForAnotherHost) {
   const int n = 1003;
   ir::Graph g =
       parseOne(fmt::format("graph t(x: f64[{}]) {{\n y = log(x)\n return y\n}}\n", n).c_str());
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto m = std::make_unique<llvm::Module>("avx2_log", *ctx);
@@ -1581,7 +1635,9 @@ TEST(OrcJit, CpuFeaturesFromTheEnvironmentMakeCodeForAnotherHost) {
 
 TEST(OrcJit, ObjectBytesRoundTrip) {
   ir::Graph g = parseOne("graph e(x: f32[5]) {\n y = exp(x)\n return y\n}\n");
-  fusion::Plan plan = fusion::planGraph(g, {}, *fusion::findProfile("host"));
+  fusion::Plan plan =
+      fusion::planGraph(g, {}, *fusion::findProfile("host"),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
   auto& jit = jitAt(3);
   auto ctx = std::make_unique<llvm::LLVMContext>();

@@ -30,7 +30,7 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/openmp_team.h"
 #include "runtime/cpu/thread_pool.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 // The sanitizers bring their own operator new: allocations are not counted under them.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

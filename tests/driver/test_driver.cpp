@@ -58,7 +58,7 @@ void expectForm(const lower::KernelProgram& p, const rt::Target& t, const rt::Ke
   codegen::GpuTarget g = codegen::gpuTarget(t.arch);
   bool aligned = form == 0;
   EXPECT_EQ(code.requiresAlignment, aligned) << what;
-  EXPECT_EQ(code.language, g.vendor == codegen::GpuVendor::Amd ? "hip" : "cuda") << what;
+  EXPECT_EQ(code.language, g.dialect) << what;
   codegen::GpuKernelSource src = codegen::emitGpuKernel(p, g, {aligned});
   EXPECT_EQ(code.text, src.source) << what;
   EXPECT_EQ(code.key.canonical(), target::gpuKernelKey(p, g, {aligned}, t.compiler).canonical())

@@ -15,7 +15,7 @@
 #include "driver/program_entry.h"
 #include "ir/parser.h"
 #include "runtime/backend.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 using namespace stitch;
 

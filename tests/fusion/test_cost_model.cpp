@@ -8,7 +8,7 @@
 
 #include "fusion/cost_model.h"
 #include "fusion/hardware.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 using namespace stitch::fusion;
 

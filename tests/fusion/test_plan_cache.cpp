@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/example_graphs.h"
+#include "common/planning.h"
 #include "common/sweep.h"
 #include "fusion/hardware.h"
 #include "fusion/plan_cache.h"
@@ -16,7 +17,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -61,12 +62,12 @@ void sweepGraph(const std::string& name, const ir::Graph& g, const std::vector<i
     for (const ir::Bindings& b : sizes) {
       Plan fresh;
       try {
-        fresh = planGraph(g, b, hw);
+        fresh = planGraph(g, b, hw, stitch::testing::plannerOptions({}, hw));
       } catch (const Error&) {
         continue;  // sizes the graph does not allow (a reshape, a divisibility)
       }
       PlanOrigin origin;
-      Plan kept = cache.plan(b, hw, {}, &origin);
+      Plan kept = cache.plan(b, hw, stitch::testing::plannerOptions({}, hw), &origin);
       ++t.signatures;
       const std::string where = name + " on " + target + " at " + text(b);
       EXPECT_EQ(origin.className, planClassName(b)) << where;
@@ -171,11 +172,12 @@ TEST(PlanCache, AClassSplitsWhereTheCostModelDecidesOtherwise) {
   for (Step s : {Step{7, false, 2}, Step{4, false, 1}, Step{7, true, 2}, Step{4, true, 1}}) {
     const ir::Bindings b = {{"N", s.images}};
     PlanOrigin origin;
-    Plan p = cache.plan(b, hw, {}, &origin);
+    Plan p = cache.plan(b, hw, stitch::testing::plannerOptions({}, hw), &origin);
     EXPECT_EQ(origin.className, "N=2^2");
     EXPECT_EQ(origin.reused, s.reused) << "N=" << s.images;
     EXPECT_EQ(p.kernels.size(), s.kernels) << "N=" << s.images;
-    EXPECT_EQ(nodeSets(p), nodeSets(planGraph(g, b, hw))) << "N=" << s.images;
+    EXPECT_EQ(nodeSets(p), nodeSets(planGraph(g, b, hw, stitch::testing::plannerOptions({}, hw))))
+        << "N=" << s.images;
   }
   const PlanCacheStats st = cache.stats();
   EXPECT_EQ(st.searches, 2u);

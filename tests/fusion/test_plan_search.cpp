@@ -8,6 +8,7 @@
 #include <iostream>
 #include <set>
 
+#include "common/planning.h"
 #include "common/sweep.h"
 #include "fusion/group.h"
 #include "fusion/hardware.h"
@@ -41,7 +42,7 @@ std::string reproducer(uint64_t seed, const ir::Graph& g) {
 // Every node needing a kernel is in exactly one kernel, kernels only read values already written,
 // and every edge between kernels has a reason.
 void checkStructure(const ir::Graph& g, const Plan& p, const std::string& repro) {
-  PlanContext ctx(g, {}, *findProfile("sm_90"), p.mode);
+  PlanContext ctx(g, {}, *findProfile("sm_90"), p.mode, nullptr);  // membership only
   std::vector<int> owner(g.nodes().size(), -1);
   for (size_t k = 0; k < p.kernels.size(); ++k)
     for (int n : p.kernels[k].nodes) {
@@ -67,10 +68,10 @@ TEST(PlanSearch, BeamIsNearTheExhaustiveOptimum) {
     ir::Bindings b = st::randomBindings(g, seed);
     PlannerOptions exact;
     exact.search = Search::Exhaustive;
-    PlanContext ctx(g, b, hw, Mode::Stitch);
+    PlanContext ctx(g, b, hw, Mode::Stitch, nullptr);  // its size only
     if (ctx.planned.size() > 12) continue;
-    Plan best = planGraph(g, b, hw, exact);
-    Plan found = planGraph(g, b, hw, {});
+    Plan best = planGraph(g, b, hw, stitch::testing::plannerOptions(exact, hw));
+    Plan found = planGraph(g, b, hw, stitch::testing::plannerOptions({}, hw));
     ASSERT_GE(found.time, best.time * (1 - 1e-9)) << reproducer(seed, g);
     double gap = found.time / best.time - 1;
     ++compared;
@@ -103,7 +104,7 @@ TEST(PlanSearch, PlansRunKernelByKernelToTheUnfusedAnswer) {
     for (Mode mode : {Mode::Stitch, Mode::Basic, Mode::Off}) {
       PlannerOptions o;
       o.mode = mode;
-      Plan p = planGraph(g, b, hw, o);
+      Plan p = planGraph(g, b, hw, stitch::testing::plannerOptions(o, hw));
       std::string repro = reproducer(seed, g) + "mode " + std::string(modeName(mode));
       checkStructure(g, p, repro);
       if (mode == Mode::Off) {
@@ -143,7 +144,8 @@ graph g(x0: f32[6], x1: f32[6]) {
 )";
   ir::Graph g = ir::parseModule(text, "interleaved.stitch").at(0);
   for (const char* target : {"host", "sm_90"}) {
-    Plan p = planGraph(g, {}, *findProfile(target), {});
+    Plan p = planGraph(g, {}, *findProfile(target),
+                       stitch::testing::plannerOptions({}, *findProfile(target)));
     checkStructure(g, p, target);
   }
 }
@@ -172,10 +174,12 @@ TEST(PlanSearch, CandidatesAreTheRunnersUpInModelOrder) {
       views.push_back({t.dtype, t.shape, bufs.back().data()});
     }
     std::vector<reference::HostTensor> want = st::evaluateReference(g, inputs);
-    const Plan pick = planGraph(g, b, hw, {});
+    const Plan pick = planGraph(g, b, hw, stitch::testing::plannerOptions({}, hw));
     PlannerOptions zero;
     zero.candidate = 0;
-    EXPECT_EQ(partition(planGraph(g, b, hw, zero)), partition(pick)) << reproducer(seed, g);
+    EXPECT_EQ(partition(planGraph(g, b, hw, stitch::testing::plannerOptions(zero, hw))),
+              partition(pick))
+        << reproducer(seed, g);
     std::vector<std::set<std::vector<int>>> seen = {partition(pick)};
     double previous = pick.time;
     for (int k = 1; k <= 4; ++k) {
@@ -183,7 +187,7 @@ TEST(PlanSearch, CandidatesAreTheRunnersUpInModelOrder) {
       o.candidate = k;
       Plan p;
       try {
-        p = planGraph(g, b, hw, o);
+        p = planGraph(g, b, hw, stitch::testing::plannerOptions(o, hw));
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.message();
         EXPECT_NE(e.message().find("no candidate " + std::to_string(k)), std::string::npos)
@@ -200,7 +204,8 @@ TEST(PlanSearch, CandidatesAreTheRunnersUpInModelOrder) {
       EXPECT_GE(p.time, pick.time * (1 - 1e-9)) << repro;
       EXPECT_GE(p.time, previous * (1 - 1e-9)) << repro;
       previous = p.time;
-      EXPECT_EQ(partition(planGraph(g, b, hw, o)), groups) << repro;
+      EXPECT_EQ(partition(planGraph(g, b, hw, stitch::testing::plannerOptions(o, hw))), groups)
+          << repro;
       ASSERT_EQ(st::compareOutputs(want, evaluatePlan(g, p, views), 0.0), "") << repro;
     }
   }
@@ -213,7 +218,8 @@ TEST(PlanSearch, CandidatesAreTheRunnersUpInModelOrder) {
   off.mode = Mode::Off;
   off.candidate = 1;
   ir::Graph g = st::randomGraph(1, primitiveGraphs());
-  EXPECT_THROW(planGraph(g, st::randomBindings(g, 1), hw, off), Error);
+  EXPECT_THROW(planGraph(g, st::randomBindings(g, 1), hw, stitch::testing::plannerOptions(off, hw)),
+               Error);
 }
 
 TEST(PlanSearch, StitchNeverCostsMoreThanBasicOrOff) {
@@ -224,8 +230,9 @@ TEST(PlanSearch, StitchNeverCostsMoreThanBasicOrOff) {
     PlannerOptions basic, off;
     basic.mode = Mode::Basic;
     off.mode = Mode::Off;
-    double s = planGraph(g, b, hw, {}).time, ba = planGraph(g, b, hw, basic).time,
-           o = planGraph(g, b, hw, off).time;
+    double s = planGraph(g, b, hw, stitch::testing::plannerOptions({}, hw)).time,
+           ba = planGraph(g, b, hw, stitch::testing::plannerOptions(basic, hw)).time,
+           o = planGraph(g, b, hw, stitch::testing::plannerOptions(off, hw)).time;
     EXPECT_LE(s, ba * (1 + 1e-9)) << reproducer(seed, g);
     EXPECT_LE(ba, o * (1 + 1e-9)) << reproducer(seed, g);
   }

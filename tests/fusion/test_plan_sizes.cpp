@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "common/planning.h"
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
 #include "ir/signature.h"
 #include "passes/pipeline.h"
-#include "support/checked.h"
+#include "runtime/support/checked.h"
 
 using namespace stitch;
 using namespace stitch::fusion;
@@ -125,7 +126,7 @@ TEST(PlanSizes, TrainingGraphsPlanAlikeFromOneToTwoHundredFiftySixMiB) {
           std::string_view(target) == "gfx90a" && c.gfx90aTraffic > 0 ? c.gfx90aTraffic : c.traffic;
       for (int64_t n : sizes) {
         const ir::Bindings b{{"N", n}};
-        const Plan p = planGraph(g, b, hw, PlannerOptions{});
+        const Plan p = planGraph(g, b, hw, stitch::testing::plannerOptions(PlannerOptions{}, hw));
         const int64_t minimal = minimalTraffic(g, b);
         SCOPED_TRACE(fmt::format("{} on {} at N={} ({:.1f} MiB minimal)", c.graph, target, n,
                                  static_cast<double>(minimal) / kMiB));
@@ -148,7 +149,7 @@ TEST(PlanSizes, BatchNorm1dIsOneKernelAtSmallSizes) {
     for (int64_t rows : {64, 1000, 4096}) {
       SCOPED_TRACE(fmt::format("{} at N={}", graph, rows));
       const ir::Bindings b{{"N", rows}};
-      const Plan p = planGraph(g, b, hw, PlannerOptions{});
+      const Plan p = planGraph(g, b, hw, stitch::testing::plannerOptions(PlannerOptions{}, hw));
       ASSERT_EQ(p.kernels.size(), 1u) << explainText(g, p);
       EXPECT_TRUE(p.cuts.empty());
       EXPECT_LE(static_cast<double>(p.bytes), 1.1 * static_cast<double>(minimalTraffic(g, b)))
@@ -172,7 +173,7 @@ TEST(PlanSizes, IssueThirtyThreePlans) {
                          Plan1{"layer_norm_backward.stitch", "layer_norm_backward", 1000}}) {
     const ir::Graph g = exampleGraph(c.file, c.graph);
     const ir::Bindings b{{"N", c.rows}};
-    const Plan p = planGraph(g, b, hw, PlannerOptions{});
+    const Plan p = planGraph(g, b, hw, stitch::testing::plannerOptions(PlannerOptions{}, hw));
     ASSERT_EQ(p.kernels.size(), 1u) << explainText(g, p);
     EXPECT_TRUE(p.cuts.empty());
     EXPECT_LE(static_cast<double>(p.bytes), 1.1 * static_cast<double>(minimalTraffic(g, b)))
@@ -209,7 +210,9 @@ graph g(x: bf16[N, 256], dy: bf16[N, 256], w: bf16[256]) {
   const ir::Graph g = passes::runPasses(ir::parseModule(text, "g.stitch").at(0));
   for (const char* target : {"sm_90", "host"}) {
     SCOPED_TRACE(target);
-    const Plan p = planGraph(g, {{"N", 4096}}, *findProfile(target), PlannerOptions{});
+    const Plan p =
+        planGraph(g, {{"N", 4096}}, *findProfile(target),
+                  stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
     // dg and upd ride the column sum's kernel.
     auto kernelOf = [&](const char* name) {
       for (size_t k = 0; k < p.kernels.size(); ++k)

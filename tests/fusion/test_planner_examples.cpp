@@ -9,6 +9,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "common/planning.h"
 #include "driver/driver.h"
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
@@ -18,7 +19,7 @@
 #include "ir/signature.h"
 #include "lower/kernel_program.h"
 #include "passes/pipeline.h"
-#include "support/checked.h"
+#include "runtime/support/checked.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -50,7 +51,8 @@ ir::Bindings bindingsFor(const ir::Graph& g) {
 Plan plan(const ir::Graph& g, Mode mode, const char* target = "sm_90") {
   PlannerOptions o;
   o.mode = mode;
-  return planGraph(passes::runPasses(g), bindingsFor(g), *findProfile(target), o);
+  return planGraph(passes::runPasses(g), bindingsFor(g), *findProfile(target),
+                   stitch::testing::plannerOptions(o, *findProfile(target)));
 }
 
 struct Expectation {
@@ -180,7 +182,8 @@ TEST(PlannerExamples, CrossEntropyForwardBackwardWalksTheLogitsOnce) {
   const int64_t logits = int64_t{4096} * 32000 * 4;
   for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
     SCOPED_TRACE(target);
-    Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
+    Plan p = planGraph(opt, b, *findProfile(target),
+                       stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
     const bool host = std::string_view(target) == "host";
     ASSERT_LE(p.kernels.size(), host ? 1u : 2u) << explainText(opt, p);
     // The walk is the first kernel; a second reads per-row values only.
@@ -220,10 +223,12 @@ TEST(PlannerExamples, CrossEntropyTrainBenchGraph) {
   std::stringstream ss;
   ss << f.rdbuf();
   ir::Graph opt = passes::runPasses(ir::parseModule(ss.str(), "cross_entropy_train.stitch").at(0));
-  Plan host = planGraph(opt, {}, *findProfile("host"), PlannerOptions{});
+  Plan host = planGraph(opt, {}, *findProfile("host"),
+                        stitch::testing::plannerOptions(PlannerOptions{}, *findProfile("host")));
   EXPECT_EQ(host.kernels.size(), 1u) << explainText(opt, host);
   for (const char* target : {"sm_90", "sm_80", "gfx90a"}) {
-    Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
+    Plan p = planGraph(opt, {}, *findProfile(target),
+                       stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
     EXPECT_LE(p.kernels.size(), 3u) << target << "\n" << explainText(opt, p);
     EXPECT_LT(p.time, p.unfusedTime / 4) << target;
   }
@@ -263,7 +268,8 @@ TEST(PlannerExamples, TrainingSuiteMovesTheMinimalTraffic) {
           minimal += *checkedElementCount(shapes[static_cast<size_t>(v)]) *
                      ir::dtypeBytes(opt.node(v).type.dtype);
       for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
-        Plan p = planGraph(opt, {}, *findProfile(target), PlannerOptions{});
+        Plan p = planGraph(opt, {}, *findProfile(target),
+                           stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
         // bf16 GroupNorm on the host: see LayoutBoundariesAreOneKernelOnEveryTarget.
         const bool host = std::string_view(target) == "host";
         const bool groupNormHost = host && g.name() == "group_norm_silu_bf16";
@@ -327,7 +333,7 @@ TEST(PlannerExamples, EveryBenchGraphMovesTheMinimalTrafficOnTheHost) {
         for (const fusion::HardwareProfile* hw : {&builtin, &machine}) {
           SCOPED_TRACE(entry.path().filename().string() + " " + g.name() + " on " +
                        hw->description);
-          Plan p = planGraph(opt, {}, *hw, PlannerOptions{});
+          Plan p = planGraph(opt, {}, *hw, stitch::testing::plannerOptions(PlannerOptions{}, *hw));
           EXPECT_LE(p.kernels.size(), two ? 2u : 1u) << explainText(opt, p);
           EXPECT_LE(static_cast<double>(p.bytes), traffic * static_cast<double>(minimal))
               << p.bytes << " bytes planned, " << minimal << " minimal\n"
@@ -358,7 +364,8 @@ TEST(PlannerExamples, LayoutBoundariesAreOneKernelOnEveryTarget) {
     for (const char* target : {"sm_90", "sm_80", "gfx90a", "host"}) {
       SCOPED_TRACE(std::string(e.graph) + " on " + target);
       ir::Bindings b = bindingsFor(opt);
-      Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
+      Plan p = planGraph(opt, b, *findProfile(target),
+                         stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
       if (std::string(target) == "host" && std::string(e.graph) == "group_norm_silu_bf16") {
         ASSERT_EQ(p.kernels.size(), 2u) << explainText(opt, p);
         for (const CutEdge& c : p.cuts)
@@ -384,7 +391,8 @@ TEST(PlannerExamples, LayoutBoundariesAreOneKernelOnEveryTarget) {
     for (const std::string& sym : opt.symbols()) small[sym] = 3;
     EncodedInputs in(opt, small);
     for (const char* target : {"sm_90", "host"}) {
-      Plan p = planGraph(opt, small, *findProfile(target), PlannerOptions{});
+      Plan p = planGraph(opt, small, *findProfile(target),
+                         stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
       EXPECT_EQ(st::compareOutputs(in.want, evaluatePlan(opt, p, in.views), 0.0), "")
           << e.graph << " " << target;
     }
@@ -439,7 +447,8 @@ graph g(x: f32[N, 2, 2]) {
     ir::Graph opt = passes::runPasses(ir::parseModule(text, "t.stitch").at(0));
     ir::Bindings b{{"N", 8}};
     for (const char* target : {"sm_90", "host"}) {
-      Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
+      Plan p = planGraph(opt, b, *findProfile(target),
+                         stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
       EXPECT_EQ(p.kernels.size(), 2u) << explainText(opt, p);
       bool said = false;
       for (const CutEdge& c : p.cuts) said = said || c.reason.find(says) != std::string::npos;
@@ -516,7 +525,8 @@ TEST(PlannerExamples, TrainingGraphsAtSmallSizesOnEveryTarget) {
       const std::vector<reference::HostTensor>& want = in.want;
       const std::vector<reference::TensorView>& views = in.views;
       for (const char* target : {"host", "sm_90", "sm_80", "gfx90a"}) {
-        Plan p = planGraph(opt, b, *findProfile(target), PlannerOptions{});
+        Plan p = planGraph(opt, b, *findProfile(target),
+                           stitch::testing::plannerOptions(PlannerOptions{}, *findProfile(target)));
         EXPECT_EQ(st::compareOutputs(want, evaluatePlan(opt, p, views), 1e-6), "")
             << file << " at size " << t << " " << target;
       }
@@ -541,7 +551,8 @@ TEST(PlannerExamples, EveryExamplePlanRunsToTheUnfusedAnswer) {
         PlannerOptions o;
         o.mode = mode;
         for (const char* target : {"sm_90", "host"}) {
-          Plan p = planGraph(opt, b, *findProfile(target), o);
+          Plan p = planGraph(opt, b, *findProfile(target),
+                             stitch::testing::plannerOptions(o, *findProfile(target)));
           EXPECT_EQ(st::compareOutputs(want, evaluatePlan(opt, p, views), 0.0), "")
               << g.name() << " " << modeName(mode) << " " << target;
           ++checked;

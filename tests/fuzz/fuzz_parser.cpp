@@ -17,7 +17,7 @@
 #include "ir/graph.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/dynamic_library.h"
 #include "runtime/gpu/resource_usage.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::gpu {
 namespace {

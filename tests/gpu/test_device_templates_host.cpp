@@ -11,8 +11,8 @@
 #include <cstring>
 #include <limits>
 
-#include "ir/dtype.h"
-#include "support/philox.h"
+#include "runtime/support/dtype.h"
+#include "runtime/support/philox.h"
 
 // ---- the shim -----------------------------------------------------------------------------------
 #define STITCH_TARGET_HIP 1

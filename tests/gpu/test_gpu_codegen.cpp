@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "codegen/gpu/cstyle_emitter.h"
+#include "common/planning.h"
 #include "common/sweep.h"
 #include "driver/driver.h"
 #include "fusion/cost_model.h"
@@ -39,8 +40,8 @@ namespace {
 
 rt::gpu::DeviceCompiler* compilerFor(const codegen::GpuTarget& t) {
   std::string why;
-  rt::gpu::DeviceCompiler* c = t.vendor == codegen::GpuVendor::Amd ? rt::gpu::hiprtcCompiler(&why)
-                                                                   : rt::gpu::nvrtcCompiler(&why);
+  rt::gpu::DeviceCompiler* c =
+      t.dialect == "hip" ? rt::gpu::hiprtcCompiler(&why) : rt::gpu::nvrtcCompiler(&why);
   if (!c) {
     if (std::getenv("CI")) ADD_FAILURE() << "no compiler for " << t.arch << " in CI: " << why;
     else std::cout << "skipping " << t.arch << ": " << why << "\n";
@@ -71,7 +72,8 @@ std::vector<Job> jobsFor(const std::vector<gputest::NamedGraph>& graphs,
     for (fusion::Mode mode : modes) {
       fusion::PlannerOptions o;
       o.mode = mode;
-      fusion::Plan plan = fusion::planGraph(g, ng.bindings, profile, o);
+      fusion::Plan plan =
+          fusion::planGraph(g, ng.bindings, profile, stitch::testing::plannerOptions(o, profile));
       for (size_t k = 0; k < plan.kernels.size(); ++k) {
         // Lowered as the driver lowers a GPU program: for the target's launch.
         const lower::LaunchTarget launch = lower::launchTarget(profile);
@@ -119,7 +121,7 @@ void compileAll(const std::vector<Job>& jobs, const codegen::GpuTarget& target,
         EXPECT_LE(bin.spillBytes, allowed) << job.what << " spills on " << target.arch << "\n"
                                            << bin.log << "\n"
                                            << code.text;
-        if (target.vendor == codegen::GpuVendor::Nvidia) {
+        if (target.dialect == "cuda") {
           EXPECT_GT(bin.registers, 0) << job.what << ": NVRTC reported no register use";
         }
       } catch (const std::exception& e) {
@@ -152,8 +154,8 @@ TEST_P(GpuCodegen, EveryExampleCompilesWithoutSpills) {
   if (!c) GTEST_SKIP() << "no compiler for " << t.arch;
   // hipRTC takes ~0.3-0.5 s a kernel here (and compiles one at a time): one size of each
   // symbolic dim for gfx90a, two for the NVIDIA targets.
-  std::vector<int64_t> sizes = t.vendor == codegen::GpuVendor::Amd ? std::vector<int64_t>{333}
-                                                                   : std::vector<int64_t>{64, 333};
+  std::vector<int64_t> sizes =
+      t.dialect == "hip" ? std::vector<int64_t>{333} : std::vector<int64_t>{64, 333};
   auto jobs = jobsFor(gputest::exampleGraphs(sizes), t, {fusion::Mode::Stitch, fusion::Mode::Off});
   Totals totals;
   compileAll(jobs, t, *c, /*aligned=*/true, totals);
@@ -207,7 +209,9 @@ INSTANTIATE_TEST_SUITE_P(Targets, GpuCodegen, ::testing::Values("sm_80", "sm_90"
 TEST(GpuEmitter, EntriesAndDeterminism) {
   for (const gputest::NamedGraph& ng : gputest::exampleGraphs({64})) {
     ir::Graph g = passes::runPasses(ng.graph);
-    fusion::Plan plan = fusion::planGraph(g, ng.bindings, *fusion::findProfile("sm_90"), {});
+    fusion::Plan plan =
+        fusion::planGraph(g, ng.bindings, *fusion::findProfile("sm_90"),
+                          stitch::testing::plannerOptions({}, *fusion::findProfile("sm_90")));
     for (const fusion::Kernel& k : plan.kernels) {
       lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
       codegen::GpuKernelSource a = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
@@ -230,7 +234,9 @@ TEST(GpuEmitter, IncludesOnlyTheTemplatesItUses) {
   int loopOnly = 0, multiPhase = 0;
   for (const gputest::NamedGraph& ng : gputest::exampleGraphs({64})) {
     ir::Graph g = passes::runPasses(ng.graph);
-    fusion::Plan plan = fusion::planGraph(g, ng.bindings, *fusion::findProfile("sm_90"), {});
+    fusion::Plan plan =
+        fusion::planGraph(g, ng.bindings, *fusion::findProfile("sm_90"),
+                          stitch::testing::plannerOptions({}, *fusion::findProfile("sm_90")));
     for (const fusion::Kernel& k : plan.kernels) {
       lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
       codegen::GpuKernelSource src = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
@@ -276,7 +282,8 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
       for (fusion::Mode mode : {fusion::Mode::Stitch, fusion::Mode::Off}) {
         fusion::PlannerOptions o;
         o.mode = mode;
-        fusion::Plan plan = fusion::planGraph(g, ng.bindings, hw, o);
+        fusion::Plan plan =
+            fusion::planGraph(g, ng.bindings, hw, stitch::testing::plannerOptions(o, hw));
         for (size_t i = 0; i < plan.kernels.size(); ++i) {
           const fusion::Kernel& k = plan.kernels[i];
           const std::string what = ng.name + " " + arch + " mode " +

@@ -13,7 +13,7 @@
 #include "gpu/gpu_test_kernels.h"
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/device_compiler.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::rt::gpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <random>
 
-#include "ir/dtype.h"
+#include "runtime/support/dtype.h"
 
 using namespace stitch::ir;
 

@@ -1,4 +1,4 @@
-// Checked sizes (src/support/checked.h) and the memory limit (memory.h): the helpers at their
+// Checked sizes (runtime/support/checked.h) and the memory limit (memory.h): the helpers at their
 // boundaries, and each place a size enters Stitch (graph building, binding symbols, the planner,
 // the reference interpreter, the cpu arena) refusing one past the limits with a message naming
 // the tensor, where it once wrapped, crashed or allocated until killed.
@@ -9,15 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "common/planning.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
 #include "ir/signature.h"
 #include "reference/interpreter.h"
 #include "runtime/cpu/arena.h"
-#include "support/checked.h"
-#include "support/error.h"
-#include "support/memory.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
+#include "runtime/support/memory.h"
 
 using namespace stitch;
 
@@ -175,11 +176,14 @@ TEST(SizeGates, PlannerRefusesUncheckedBindings) {
   ir::Graph g = parse("graph g(x: f16[N]) {\n  y = reduce_sum(x, axes=[0])\n  return y\n}\n");
   auto hw = fusion::findProfile("sm_90");
   ASSERT_TRUE(hw.has_value());
-  Error e = errorOf([&] { fusion::planGraph(g, {{"N", kMax}}, *hw); });
+  Error e = errorOf([&] {
+    fusion::planGraph(g, {{"N", kMax}}, *hw, stitch::testing::plannerOptions({}, *hw));
+  });
   EXPECT_EQ(e.code(), ErrorCode::ShapeMismatch);
   EXPECT_TRUE(has(e, "value 'x' has shape [9223372036854775807]")) << e.message();
   // The largest legal size plans, and its cost estimates saturate rather than wrap.
-  fusion::Plan p = fusion::planGraph(g, {{"N", int64_t{1} << 61}}, *hw);
+  fusion::Plan p = fusion::planGraph(g, {{"N", int64_t{1} << 61}}, *hw,
+                                     stitch::testing::plannerOptions({}, *hw));
   ASSERT_FALSE(p.kernels.empty());
   EXPECT_GT(p.bytes, 0);
 }

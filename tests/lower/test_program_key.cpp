@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/planning.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/parser.h"
@@ -65,7 +66,9 @@ ir::Bindings fives(const ir::Graph& g) {
 std::vector<KernelProgram> lowerGraph(const ir::Graph& original, const ir::Bindings& b,
                                       std::string_view profile = "host") {
   ir::Graph g = passes::runPasses(original);
-  fusion::Plan plan = fusion::planGraph(g, b, *fusion::findProfile(profile), {});
+  fusion::Plan plan =
+      fusion::planGraph(g, b, *fusion::findProfile(profile),
+                        stitch::testing::plannerOptions({}, *fusion::findProfile(profile)));
   std::vector<KernelProgram> out;
   for (const fusion::Kernel& k : plan.kernels) {
     out.push_back(lowerKernel(g, k, b));
@@ -531,12 +534,12 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
   std::vector<std::pair<std::string, std::string>> variants;
   auto withTarget = [&](const char* what, auto change) {
     codegen::GpuTarget t = target;
-    auto& [arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability] = t;
-    change(arch, vendor, warpSize, smCount, maxThreadsPerBlock, computeCapability);
+    auto& [arch, dialect, warpSize, smCount, maxThreadsPerBlock, computeCapability] = t;
+    change(arch, dialect, warpSize, smCount, maxThreadsPerBlock, computeCapability);
     variants.emplace_back(what, target::gpuKernelKey(p, t, emit, compiler).canonical());
   };
   withTarget("arch", [](auto& a, auto&, auto&, auto&, auto&, auto&) { a = "sm_80"; });
-  withTarget("vendor", [](auto&, auto& v, auto&, auto&, auto&, auto&) { bump(v); });
+  withTarget("dialect", [](auto&, auto& v, auto&, auto&, auto&, auto&) { bump(v); });
   withTarget("warpSize", [](auto&, auto&, auto& w, auto&, auto&, auto&) { w = 64; });
   withTarget("smCount", [](auto&, auto&, auto&, auto& s, auto&, auto&) { bump(s); });
   withTarget("maxThreadsPerBlock", [](auto&, auto&, auto&, auto&, auto& m, auto&) { m = 512; });
@@ -565,7 +568,7 @@ TEST(ProgramKey, EveryGpuTargetAttributeAndOptionChangesTheKey) {
     k.version = "0.0.0-other";
     variants.emplace_back("library version", k.canonical());
   }
-  // The HIP target: another arch, vendor, warp, dialect.
+  // The HIP target: another arch, dialect, warp.
   variants.emplace_back(
       "gfx90a", target::gpuKernelKey(p, codegen::gpuTarget("gfx90a"), emit, compiler).canonical());
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "ref_helpers.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch::reference::testing {
 namespace {

@@ -12,8 +12,8 @@
 #include <set>
 
 #include "ref_helpers.h"
-#include "support/error.h"
-#include "support/philox.h"
+#include "runtime/support/error.h"
+#include "runtime/support/philox.h"
 
 namespace stitch::reference::testing {
 namespace {

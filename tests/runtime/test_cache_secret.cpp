@@ -18,7 +18,7 @@
 #include "common/temp_dir.h"
 #include "runtime/cache_secret.h"
 #include "runtime/kernel_cache.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 using namespace stitch;
 using namespace stitch::rt;

@@ -22,7 +22,7 @@
 #include "common/temp_dir.h"
 #include "common/unwritable_dir.h"
 #include "runtime/kernel_cache.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 using namespace stitch;
 using namespace stitch::rt;

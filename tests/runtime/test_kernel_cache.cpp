@@ -27,8 +27,8 @@
 #include "common/log_capture.h"
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
-#include "support/error.h"
-#include "support/sha256.h"
+#include "runtime/support/error.h"
+#include "runtime/support/sha256.h"
 
 using namespace stitch;
 using namespace stitch::rt;

@@ -26,7 +26,7 @@
 #include "common/trickling_server.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 using namespace stitch;
 using namespace stitch::rt;

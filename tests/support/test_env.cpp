@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "support/env.h"
-#include "support/error.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
 
 namespace stitch::env {
 namespace {

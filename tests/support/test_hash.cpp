@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "support/hash.h"
+#include "runtime/support/hash.h"
 
 namespace stitch {
 namespace {

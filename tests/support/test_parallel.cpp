@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "support/error.h"
-#include "support/parallel.h"
+#include "runtime/support/error.h"
+#include "runtime/support/parallel.h"
 
 using namespace stitch;
 

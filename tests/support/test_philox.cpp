@@ -5,7 +5,7 @@
 #include <array>
 #include <cmath>
 
-#include "support/philox.h"
+#include "runtime/support/philox.h"
 
 namespace stitch {
 namespace {

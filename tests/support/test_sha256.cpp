@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "support/sha256.h"
+#include "runtime/support/sha256.h"
 
 namespace stitch {
 namespace {

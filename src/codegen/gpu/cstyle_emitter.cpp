@@ -10,8 +10,8 @@
 #include <memory>
 #include <set>
 
-#include "support/error.h"
-#include "support/philox.h"
+#include "runtime/support/error.h"
+#include "runtime/support/philox.h"
 
 namespace stitch::codegen {
 
@@ -788,7 +788,7 @@ GpuKernelSource emitGpuKernel(const lower::KernelProgram& p, const GpuTarget& ta
   r.schedule = scheduleKernel(p, target, options.aligned);
   const KernelSchedule& ks = r.schedule;
   std::unique_ptr<Dialect> dialect;
-  if (target.vendor == GpuVendor::Amd) dialect = std::make_unique<HipDialect>();
+  if (target.dialect == "hip") dialect = std::make_unique<HipDialect>();
   else dialect = std::make_unique<CudaDialect>();
 
   std::vector<bool> written(p.params.size(), false);

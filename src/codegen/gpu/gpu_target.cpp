@@ -3,8 +3,8 @@
 #include <array>
 #include <charconv>
 
-#include "support/env.h"
-#include "support/error.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
 
 namespace stitch::codegen {
 
@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, 3> kArchs = {"sm_90", "sm_80", "gfx90a"};
 std::span<const std::string_view> knownGpuArchs() { return kArchs; }
 
 std::string_view costProfileName(const GpuTarget& t) {
-  if (t.vendor == GpuVendor::Amd) return "gfx90a";
+  if (t.dialect == "hip") return "gfx90a";
   return t.computeCapability >= 90 ? "sm_90" : "sm_80";
 }
 
@@ -23,7 +23,7 @@ GpuTarget gpuTarget(std::string_view arch) {
   GpuTarget t;
   t.arch = std::string(arch);
   if (arch == "gfx90a") {  // MI200: 110 CUs (MI210: 104), wave64
-    t.vendor = GpuVendor::Amd;
+    t.dialect = "hip";
     t.warpSize = 64;
     t.smCount = 110;
     return t;
@@ -36,7 +36,7 @@ GpuTarget gpuTarget(std::string_view arch) {
   STITCH_CHECK(cc >= 70, ErrorCode::InvalidArgument,
                "unknown GPU target '{}'; valid targets: {} (or another sm_XY with XY >= 70)", arch,
                env::joinChoices(kArchs));
-  t.vendor = GpuVendor::Nvidia;
+  t.dialect = "cuda";
   t.computeCapability = cc;
   t.warpSize = 32;
   t.smCount = cc >= 90 ? 132 : cc >= 80 ? 108 : 80;  // H100 SXM, A100, V100

@@ -13,11 +13,11 @@
 
 namespace stitch::codegen {
 
-enum class GpuVendor { Nvidia, Amd };
-
 struct GpuTarget {
   std::string arch;  // "sm_90", "sm_80", "gfx90a"
-  GpuVendor vendor = GpuVendor::Nvidia;
+  // The C-style emitter's dialect: "cuda" (NVIDIA: NVRTC) or "hip" (AMD: hipRTC); the source
+  // language the backend's compiler reads.
+  std::string dialect = "cuda";
   int warpSize = 32;
   int smCount = 132;
   int maxThreadsPerBlock = 1024;

@@ -23,8 +23,8 @@
 #include "lower/row_cache.h"
 #include "runtime/cpu/math_library.h"
 #include "runtime/cpu/streaming_stores.h"
-#include "support/error.h"
-#include "support/philox.h"
+#include "runtime/support/error.h"
+#include "runtime/support/philox.h"
 
 namespace stitch::codegen {
 

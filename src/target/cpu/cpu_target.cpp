@@ -13,7 +13,7 @@
 #include <chrono>
 
 #include "runtime/backend.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 #include "target/keys.h"
 #include "target/target.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -61,10 +61,12 @@ class CpuTarget final : public Target {
 
   std::string_view language() const override { return "llvm-ir"; }
 
-  lower::KernelProgram lower(const ir::Graph& g, const fusion::Kernel& k,
-                             const ir::Bindings& bindings) const override {
-    return lower::lowerKernel(g, k, bindings);
+  lower::KernelProgram lowerShapes(const ir::Graph& g, const fusion::Kernel& k,
+                                   const std::vector<std::vector<int64_t>>& shapes) const override {
+    return lower::lowerKernelWithShapes(g, k, shapes, nullptr);
   }
+  // A host kernel's launch is its plan's mapping: a task per facts().taskElements.
+  const fusion::Scheduler* scheduler() const override { return nullptr; }
 
   void schedule(lower::KernelProgram& p) const override {
     const int64_t task = facts().taskElements;

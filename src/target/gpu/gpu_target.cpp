@@ -18,7 +18,7 @@
 #include "lower/launch.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 #include "target/keys.h"
 #include "target/target.h"
 
@@ -26,11 +26,9 @@ namespace stitch::target {
 
 namespace {
 
-bool isAmd(const rt::Target& t) { return t.backend == "hip"; }
-
 // The run-time compiler of the target's API (nullptr and *why when it cannot be opened).
 rt::gpu::DeviceCompiler* compilerFor(const rt::Target& t, std::string* why) {
-  return isAmd(t) ? rt::gpu::hiprtcCompiler(why) : rt::gpu::nvrtcCompiler(why);
+  return t.backend == "hip" ? rt::gpu::hiprtcCompiler(why) : rt::gpu::nvrtcCompiler(why);
 }
 
 // The emitter's GPU target: the arch's, with what the device measured.
@@ -100,15 +98,16 @@ class DeviceTarget final : public Target {
  public:
   explicit DeviceTarget(const rt::Target& t)
       : Target(t, gpuFacts(t)), emitter_(emitterTarget(t)), launch_(lower::launchTarget(facts())) {
-    STITCH_INTERNAL(isAmd(t) == (emitter_.vendor == codegen::GpuVendor::Amd),
-                    "architecture {} on backend {}", t.arch, t.backend);
+    STITCH_INTERNAL(emitter_.dialect == t.backend, "architecture {} on backend {}", t.arch,
+                    t.backend);
   }
 
-  std::string_view language() const override { return isAmd(description()) ? "hip" : "cuda"; }
+  // The dialect the emitter writes is the language the backend's compiler reads.
+  std::string_view language() const override { return emitter_.dialect; }
 
-  lower::KernelProgram lower(const ir::Graph& g, const fusion::Kernel& k,
-                             const ir::Bindings& bindings) const override {
-    return lower::lowerKernel(g, k, bindings, launch_);
+  lower::KernelProgram lowerShapes(const ir::Graph& g, const fusion::Kernel& k,
+                                   const std::vector<std::vector<int64_t>>& shapes) const override {
+    return lower::lowerKernelWithShapes(g, k, shapes, &launch_);
   }
 
   // The launch the planner priced (the aligned variant, the runtime's default: lower/launch.h).
@@ -161,28 +160,27 @@ class DeviceTarget final : public Target {
   lower::LaunchTarget launch_;
 };
 
-// The description of `arch` for the vendor's backend, nothing probed; nullopt for an arch of
-// another vendor or none.
-std::optional<rt::Target> namedGpu(std::string_view arch, codegen::GpuVendor vendor,
-                                   const char* backend) {
+// The description of `arch` for `backend` (its dialect), nothing probed; nullopt for an arch of
+// another dialect or none.
+std::optional<rt::Target> namedGpu(std::string_view arch, const char* backend) {
   codegen::GpuTarget g;
   try {
     g = codegen::gpuTarget(arch);
   } catch (const Error&) {
     return std::nullopt;
   }
-  if (g.vendor != vendor) return std::nullopt;
+  if (g.dialect != backend) return std::nullopt;
   rt::Target t;
   t.backend = backend;
   t.arch = g.arch;
   return t;
 }
 
-void registerGpu(const char* backend, codegen::GpuVendor vendor, std::string archHelp) {
+void registerGpu(const char* backend, std::string archHelp) {
   TargetInfo info;
   info.backend = backend;
   info.archHelp = std::move(archHelp);
-  info.named = [=](std::string_view arch) { return namedGpu(arch, vendor, backend); };
+  info.named = [=](std::string_view arch) { return namedGpu(arch, backend); };
   info.offline = [](rt::Target& t, std::string* why) {
     if (rt::gpu::DeviceCompiler* c = compilerFor(t, why))
       t.compiler = rt::gpu::compilerId(*c, t.arch);
@@ -196,10 +194,8 @@ void registerGpu(const char* backend, codegen::GpuVendor vendor, std::string arc
 namespace registration {
 
 // Listed in src/target/CMakeLists.txt's built-in targets.
-void cuda() {
-  registerGpu("cuda", codegen::GpuVendor::Nvidia, "sm_90, sm_80 (or another sm_XY with XY >= 70)");
-}
-void hip() { registerGpu("hip", codegen::GpuVendor::Amd, "gfx90a"); }
+void cuda() { registerGpu("cuda", "sm_90, sm_80 (or another sm_XY with XY >= 70)"); }
+void hip() { registerGpu("hip", "gfx90a"); }
 
 }  // namespace registration
 

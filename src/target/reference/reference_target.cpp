@@ -1,7 +1,7 @@
 // The reference target: what the oracle's engine plans with. The reference backend runs graphs in
 // the interpreter (src/reference), so this target prices plans for the built-in host profile (for
 // `stitch plan` and the oracle's Stage::Plan builds) and generates no code.
-#include "support/error.h"
+#include "runtime/support/error.h"
 #include "target/target.h"
 
 namespace stitch::target {
@@ -20,10 +20,11 @@ class ReferenceTarget final : public Target {
 
   bool generatesCode() const override { return false; }
   std::string_view language() const override { return "none"; }
-  lower::KernelProgram lower(const ir::Graph&, const fusion::Kernel&,
-                             const ir::Bindings&) const override {
+  lower::KernelProgram lowerShapes(const ir::Graph&, const fusion::Kernel&,
+                                   const std::vector<std::vector<int64_t>>&) const override {
     refuse();
   }
+  const fusion::Scheduler* scheduler() const override { return nullptr; }
   void schedule(lower::KernelProgram&) const override { refuse(); }
   std::vector<rt::KernelCode> emit(const lower::KernelProgram&) const override { refuse(); }
   CompileReport compile(const rt::KernelArtifact&) const override { refuse(); }

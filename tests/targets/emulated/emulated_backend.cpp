@@ -31,7 +31,7 @@
 #include "lower/launch.h"
 #include "runtime/host_backend.h"
 #include "runtime/index_checks.h"
-#include "support/error.h"
+#include "runtime/support/error.h"
 #include "target/keys.h"
 #include "target/target.h"
 
@@ -63,9 +63,9 @@ class EmulatedTarget final : public target::Target {
         launch_(lower::launchTarget(facts())) {}
 
   std::string_view language() const override { return "cuda"; }
-  lower::KernelProgram lower(const ir::Graph& g, const fusion::Kernel& k,
-                             const ir::Bindings& bindings) const override {
-    return lower::lowerKernel(g, k, bindings, launch_);
+  lower::KernelProgram lowerShapes(const ir::Graph& g, const fusion::Kernel& k,
+                                   const std::vector<std::vector<int64_t>>& shapes) const override {
+    return lower::lowerKernelWithShapes(g, k, shapes, &launch_);
   }
   void schedule(lower::KernelProgram& p) const override {
     lower::scheduleLaunch(p, launch_, /*aligned=*/false);

@@ -1,4 +1,4 @@
-#include "ir/dtype.h"
+#include "runtime/support/dtype.h"
 
 #include <array>
 #include <bit>

@@ -1,12 +1,12 @@
-#include "support/logging.h"
+#include "runtime/support/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <array>
 #include <string_view>
 
-#include "support/env.h"
-#include "support/error.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 

@@ -1,5 +1,5 @@
 // A bounded parallel loop (design note in parallel.h).
-#include "support/parallel.h"
+#include "runtime/support/parallel.h"
 
 #include <fmt/format.h>
 
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "support/env.h"
-#include "support/error.h"
+#include "runtime/support/env.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 

@@ -1,12 +1,12 @@
-#include "support/env.h"
+#include "runtime/support/env.h"
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
 
-#include "support/error.h"
-#include "support/logging.h"
+#include "runtime/support/error.h"
+#include "runtime/support/logging.h"
 
 extern char** environ;
 

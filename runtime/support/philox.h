@@ -17,7 +17,7 @@
 #include <array>
 #include <cstdint>
 
-#include "ir/dtype.h"
+#include "runtime/support/dtype.h"
 
 namespace stitch {
 

@@ -1,6 +1,6 @@
 // SHA-256 and HMAC-SHA-256 (design note in sha256.h), as FIPS 180-4 section 6.2 and RFC 2104
 // write them.
-#include "support/sha256.h"
+#include "runtime/support/sha256.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,11 +1,11 @@
 // Checked sizes. The design note is in checked.h.
-#include "support/checked.h"
+#include "runtime/support/checked.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 

@@ -1,4 +1,4 @@
-#include "support/error.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 

@@ -1,5 +1,5 @@
 // The host memory limit. The design note is in memory.h.
-#include "support/memory.h"
+#include "runtime/support/memory.h"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "support/checked.h"
-#include "support/error.h"
+#include "runtime/support/checked.h"
+#include "runtime/support/error.h"
 
 namespace stitch {
 
