@@ -91,23 +91,28 @@ std::vector<std::vector<CompiledKernel>> compileArtifacts(std::span<const Kernel
   auto m = std::make_unique<llvm::Module>(fmt::format("stitch_module_{}", id), *ctx);
   m->setDataLayout(jit.dataLayout());
   m->setTargetTriple(jit.triple().str());
-  llvm::Linker linker(*m);
   // Entry symbols are named after the kernel's key: renamed with this module's id, so that
   // modules compiled here (outside the cache's one-copy-per-JIT registry) never define one name
   // twice in a JIT. Kernels with one key are one code: linked once.
   auto local = [&](const std::string& symbol) { return fmt::format("{}_m{}", symbol, id); };
-  std::map<std::string, bool> linked;
-  for (const KernelArtifact& k : kernels) {
-    const KernelCode& code = k.forms.at(0);
-    if (!linked.emplace(code.key.canonical(), true).second) continue;
-    std::unique_ptr<llvm::Module> km = parse(code, k.name, *ctx, jit);
-    for (const EntryPoint& e : code.phases) {
-      llvm::Function* f = km->getFunction(e.symbol);
-      STITCH_INTERNAL(f != nullptr, "kernel {} has no function {}", k.name, e.symbol);
-      f->setName(local(e.symbol));
+  {
+    // Scoped: the linker tracks the module's metadata, and must be gone before the module is
+    // handed to the JIT, which compiles and frees it (its destructor once walked freed metadata
+    // and spun, 1 run in 20).
+    llvm::Linker linker(*m);
+    std::map<std::string, bool> linked;
+    for (const KernelArtifact& k : kernels) {
+      const KernelCode& code = k.forms.at(0);
+      if (!linked.emplace(code.key.canonical(), true).second) continue;
+      std::unique_ptr<llvm::Module> km = parse(code, k.name, *ctx, jit);
+      for (const EntryPoint& e : code.phases) {
+        llvm::Function* f = km->getFunction(e.symbol);
+        STITCH_INTERNAL(f != nullptr, "kernel {} has no function {}", k.name, e.symbol);
+        f->setName(local(e.symbol));
+      }
+      if (linker.linkInModule(std::move(km)))
+        throwError(ErrorCode::Internal, "cannot link the LLVM IR of kernel " + k.name);
     }
-    if (linker.linkInModule(std::move(km)))
-      throwError(ErrorCode::Internal, "cannot link the LLVM IR of kernel " + k.name);
   }
   double parseMs = msSince(t0);
 

@@ -28,6 +28,7 @@
 #include "common/temp_dir.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/support/error.h"
+#include "runtime/support/hash.h"
 #include "runtime/support/sha256.h"
 
 using namespace stitch;

@@ -27,6 +27,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/remote_cache.h"
 #include "runtime/support/error.h"
+#include "runtime/support/hash.h"
 
 using namespace stitch;
 using namespace stitch::rt;
