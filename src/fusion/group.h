@@ -1,5 +1,10 @@
 // Group analysis: can a set of ops run as one kernel, and how?
 //
+// Three files, one concern each (group_analyzer.h holds what they share): group.cpp decides the
+// domain and where each value sits in it (legality) and runs the analysis; group_mapping.cpp maps
+// the domain onto the machine and asks the target for the launch (fusion/schedule.h);
+// group_work.cpp counts the traffic, work and resources the cost model prices.
+//
 // This is the planner's single oracle (nvFuser's canSchedule + computeHeuristics in one). Given
 // the ops of a candidate kernel it picks the dominant op (the reduction with the largest input,
 // else the largest op), takes its iteration space as the kernel's domain, and places every op

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/fiber_sanitizers.h"
 #include "common/index_check_cases.h"
 #include "common/sweep.h"
 #include "common/temp_dir.h"
@@ -60,15 +61,6 @@ std::string sizesText(const ir::Bindings& b) {
 struct Totals {
   size_t runs = 0, kernels = 0, codes = 0;
 };
-
-// Fibers switch stacks with swapcontext, which the sanitizers do not follow: these tests run in
-// the default lane (the emulated kernels are not instrumented code anyway).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_SANITIZERS() \
-  GTEST_SKIP() << "stack-switching fibers under a sanitizer; the default CI lane runs this"
-#else
-#define SKIP_UNDER_SANITIZERS() (void)0
-#endif
 
 // Compiles form `form` of every case's kernels once per key, runs every case on seeded inputs
 // and compares with the reference.

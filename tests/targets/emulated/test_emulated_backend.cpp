@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/fiber_sanitizers.h"
 #include "driver/driver.h"
 #include "gpu/gpu_test_graphs.h"
 #include "ir/printer.h"
@@ -20,13 +21,6 @@ using namespace stitch;
 namespace st = stitch::testing;
 
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_SANITIZERS() \
-  GTEST_SKIP() << "stack-switching fibers under a sanitizer; the default CI lane runs this"
-#else
-#define SKIP_UNDER_SANITIZERS() (void)0
-#endif
 
 TEST(EmulatedBackend, IsRegisteredByNameAndNeverChosenByAuto) {
   const std::vector<std::string_view> choices = rt::backendChoices();
