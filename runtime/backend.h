@@ -1,4 +1,4 @@
-// Backends: one interface for every way Stitch runs compiled code, made by one factory.
+// Backends: one interface for every way Stitch runs compiled code, registered by name.
 //
 // Design note. A backend receives artifacts (runtime/artifact.h) from the compile driver and
 // knows nothing of graphs: it describes its machine (target(): what the driver generates code

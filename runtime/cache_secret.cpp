@@ -161,7 +161,7 @@ std::optional<std::string> readDirectorySecret(const fs::path& path, std::string
 bool makeDirectorySecret(const fs::path& path, std::string* why) {
   std::optional<std::string> secret = randomSecret(why);
   if (!secret) return false;
-  // Named as the cache's temporary files (kernel_cache.cpp), so the sweep of crashed writers'
+  // Named as the cache's temporary files (disk_cache.cpp), so the sweep of crashed writers'
   // files removes one left by a crash here.
   static std::atomic<uint64_t> counter{0};
   const fs::path tmp =

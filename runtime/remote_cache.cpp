@@ -228,7 +228,7 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-// A reply longer than this is not one of ours (no entry is near 1 GiB: kernel_cache.cpp): the read
+// A reply longer than this is not one of ours (no entry is near 1 GiB: disk_entry.h): the read
 // stops there rather than buffering whatever a server sends within the deadline.
 constexpr size_t kMaxReplyBytes = (size_t{1} << 30) + 4096;
 

@@ -3,7 +3,7 @@
 // Design note. Two signals are raised by system calls the kernel cache makes, and their default
 // action ends the process: SIGPIPE, when hiredis writes to a socket the Redis server has closed
 // (runtime/remote_cache.cpp), and SIGXFSZ, when a cache entry written to disk would pass the
-// process's file-size limit (RLIMIT_FSIZE, `ulimit -f`; runtime/kernel_cache.cpp). In both cases
+// process's file-size limit (RLIMIT_FSIZE, `ulimit -f`; runtime/disk_cache.cpp). In both cases
 // the call also fails with an error (EPIPE, EFBIG) that the cache handles: the layer is skipped,
 // the entry not stored, the run goes on. A library must not change the host process's
 // disposition of a signal (sigaction is process-wide: it would silence the application's own
