@@ -16,17 +16,16 @@
 // again: it has no kernel cache, and so no persistent layers.
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "codegen/gpu/gpu_target.h"
+#include "common/temp_dir.h"
 #include "gpu/gpu_emulator.h"
 #include "lower/launch.h"
 #include "runtime/host_backend.h"
@@ -96,24 +95,6 @@ class EmulatedTarget final : public target::Target {
 
 // ---- The run side ------------------------------------------------------------------------------
 
-// A directory of its own for a program's sources and library, removed with it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "stitch-emulated-XXXXXX");
-    STITCH_CHECK(::mkdtemp(pattern.data()) != nullptr, ErrorCode::IO, "mkdtemp failed");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 class EmulatedExecutable final : public rt::Executable {
  public:
   explicit EmulatedExecutable(const rt::ProgramArtifact& program)
@@ -147,17 +128,18 @@ class EmulatedExecutable final : public rt::Executable {
   }
 
  private:
-  static gputest::Emulator compile(const rt::ProgramArtifact& program, const ScratchDir& dir) {
+  static gputest::Emulator compile(const rt::ProgramArtifact& program,
+                                   const stitch::testing::TempDir& dir) {
     const rt::ProgramArtifact* programs[] = {&program};
     try {
-      return gputest::Emulator(programs, /*form=*/0, dir.path());
+      return gputest::Emulator(programs, /*form=*/0, dir.path().string());
     } catch (const std::exception& e) {
       throwError(ErrorCode::Compile, fmt::format("emulated backend: {}", e.what()));
     }
   }
 
   rt::ProgramArtifact program_;
-  ScratchDir dir_;
+  stitch::testing::TempDir dir_{"stitch-emulated"};  // its sources and library, removed with it
   gputest::Emulator emulator_;
   std::mutex mu_;
 };
