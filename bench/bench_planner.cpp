@@ -5,6 +5,10 @@
 //
 //   build/<preset>/bench/stitch_bench_planner [--benchmark_filter=...]
 //
+// `shared`: 1 as Stitch plans (candidates of the same structure share one analysis,
+// fusion/cost_memo.h), 0 with every candidate analyzed (PlannerOptions::shareCosts off): the
+// same plans, for measuring what the memo saves.
+//
 // Counters: ops (in the graph), kernels (in the plan), ns/op (planning time per op, which stays
 // flat if the planner scales linearly).
 #include <benchmark/benchmark.h>
@@ -41,6 +45,7 @@ void BM_PlanTransformer(benchmark::State& state) {
   options.mode = fusion::Mode::Stitch;
   options.search = fusion::Search::Beam;
   options.scheduler = sm90->scheduler();
+  options.shareCosts = state.range(1) != 0;
 
   size_t kernels = 0;
   auto start = std::chrono::steady_clock::now();
@@ -58,11 +63,8 @@ void BM_PlanTransformer(benchmark::State& state) {
   state.counters["ns/op"] = elapsed.count() / (ops * static_cast<double>(state.iterations()));
 }
 BENCHMARK(BM_PlanTransformer)
-    ->ArgName("ops")
-    ->Arg(50)
-    ->Arg(1'000)
-    ->Arg(10'000)
-    ->Arg(100'000)
+    ->ArgNames({"ops", "shared"})
+    ->ArgsProduct({{50, 1'000, 10'000, 100'000}, {1, 0}})
     ->Unit(benchmark::kMillisecond);
 
 // The passes pipeline (src/passes/pipeline.h) gets a benchmark here once it exists.

@@ -36,10 +36,15 @@ PlanContext::PlanContext(const ir::Graph& g, const ir::Bindings& bindings,
     numel[i] = size.elements;
     bytes[i] = size.bytes;
     kinds[i] = classify(node.op);
-    for (int o : node.operands)
+    operandStart.push_back(static_cast<uint32_t>(consumerIndex.size()));
+    for (int o : node.operands) {
       if (consumers[o].empty() || consumers[o].back() != static_cast<int>(i))
         consumers[o].push_back(static_cast<int>(i));
+      consumerIndex.push_back(static_cast<uint32_t>(consumers[o].size() - 1));
+      operandList.push_back(o);
+    }
   }
+  operandStart.push_back(static_cast<uint32_t>(operandList.size()));
   for (int o : g.outputs()) isOutput[o] = true;
   // Values no output depends on are not planned (the passes remove them anyway).
   live.assign(n, false);

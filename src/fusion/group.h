@@ -40,6 +40,7 @@
 // block are the launch the emitter will use, and that is what the cost prices.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,15 @@ class PlanContext {
   std::vector<int64_t> bytes;  // numel * dtype size
   std::vector<OpKind> kinds;
   std::vector<std::vector<int>> consumers;  // op consumers, per node
+  // Every node's operands, flat (the search's hot loops walk them): node n's i-th operand is
+  // operandList[operandStart[n] + i], for i below operandStart[n + 1] - operandStart[n] (one
+  // start more than nodes). n stands at consumerIndex[operandStart[n] + i] among that
+  // operand's consumers (the search's sibling lookup).
+  std::vector<uint32_t> operandStart, consumerIndex;
+  std::vector<int> operandList;
+  std::span<const int> operandsOf(int n) const {
+    return {operandList.data() + operandStart[n], operandStart[n + 1] - operandStart[n]};
+  }
   std::vector<bool> isOutput;
   std::vector<bool> live;  // some graph output depends on it
   // Nodes that need a kernel: live ops, plus sources that are graph outputs.

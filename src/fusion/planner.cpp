@@ -12,11 +12,11 @@
 #include <set>
 #include <unordered_map>
 
+#include "fusion/cost_memo.h"
 #include "fusion/group.h"
 #include "runtime/support/checked.h"
 #include "runtime/support/env.h"
 #include "runtime/support/error.h"
-#include "runtime/support/hash.h"
 #include "runtime/support/logging.h"
 
 namespace stitch::fusion {
@@ -40,41 +40,35 @@ constexpr size_t kExactCycleChecksMaxOps = 2000;
 // Consumers of one shared value considered for horizontal packing: the nearest on each side.
 constexpr size_t kSiblingWindow = 1;
 
-// The cost cache is only looked up, never iterated: the hash cannot change a plan.
-struct NodeSetHash {
-  size_t operator()(const std::vector<int>& v) const {
-    Fnv1a64 h;
-    for (int x : v) h.u32(static_cast<uint32_t>(x));
-    return static_cast<size_t>(h.value());
-  }
-};
-
-// Caches group costs by node set; the searches evaluate the same sets many times. Only the cost
-// is kept: whole analyses (kernels) are recomputed for the few groups a plan ends up with.
+// The planner's oracle: whole analyses for the kernels a plan ends up with, costs for the
+// candidates of the search. Costs are shared between candidates of the same structure
+// (cost_memo.h) unless PlannerOptions::shareCosts is off.
 class Analyses {
  public:
-  explicit Analyses(const PlanContext& ctx) : ctx_(ctx) {}
-  GroupResult get(const std::vector<int>& sortedNodes) const {
+  Analyses(const PlanContext& ctx, bool shareCosts) : ctx_(ctx), share_(shareCosts) {}
+  // The whole analysis, with the reason of an invalid kernel (which names its nodes, so is
+  // never shared).
+  GroupResult get(const std::vector<int>& sortedNodes) {
+    if (share_) {
+      if (!memo_) memo_.emplace(ctx_);
+      if (std::optional<Kernel> k = memo_->kernel(sortedNodes)) return {true, {}, std::move(*k)};
+    }
     return analyzeGroup(ctx_, sortedNodes);
   }
-  // Uncached: for the greedy pass on large graphs, where node sets seldom repeat and the cache
-  // would cost more than it saves.
-  double costOnce(const std::vector<int>& sortedNodes) const {
-    GroupResult r = analyzeGroup(ctx_, sortedNodes, /*explain=*/false);
-    return r.valid ? r.kernel.cost.time : kInf;
+  Price price(const std::vector<int>& sortedNodes) {
+    if (!share_) return priceOf(ctx_, sortedNodes);
+    if (!memo_) memo_.emplace(ctx_);  // made on first use: planKernels never prices
+    return memo_->price(sortedNodes);
   }
   double cost(const std::vector<int>& sortedNodes) {
-    auto it = costs_.find(sortedNodes);
-    if (it != costs_.end()) return it->second;
-    GroupResult r = analyzeGroup(ctx_, sortedNodes, /*explain=*/false);
-    double c = r.valid ? r.kernel.cost.time : kInf;
-    costs_.emplace(sortedNodes, c);
-    return c;
+    Price p = price(sortedNodes);
+    return p.valid ? p.time : kInf;
   }
 
  private:
   const PlanContext& ctx_;
-  std::unordered_map<std::vector<int>, double, NodeSetHash> costs_;
+  bool share_;
+  std::optional<CostMemo> memo_;
 };
 
 std::vector<int> unite(const std::vector<int>& a, const std::vector<int>& b) {
@@ -92,13 +86,17 @@ struct Partition {
   double total = 0;
 };
 
-// Visited marks for the cycle check, reused across searches: a stamp per search.
+// Visited marks for the cycle check, reused across searches (one set per thread): a stamp per
+// search.
 struct Visited {
   std::vector<uint32_t> mark;
   uint32_t stamp = 0;
   void reset(size_t n) {
     if (mark.size() < n) mark.resize(n, 0);
-    ++stamp;
+    if (++stamp == 0) {  // wrapped: no mark may equal a later stamp
+      std::fill(mark.begin(), mark.end(), 0);
+      stamp = 1;
+    }
   }
   bool insert(int g) {
     if (mark[g] == stamp) return false;
@@ -139,15 +137,16 @@ std::vector<int> successors(const PlanContext& ctx, const Partition& p, int g) {
 bool pathThroughOther(const PlanContext& ctx, const Partition& p, int from, int to, bool exact) {
   int limit = exact ? std::numeric_limits<int>::max() : p.groups[to].back();
   std::vector<int> stack;
-  std::set<int> seen;
+  thread_local Visited seen;
+  seen.reset(p.groups.size());
   for (int s : successors(ctx, p, from))
-    if (s != to && p.groups[s].front() < limit && seen.insert(s).second) stack.push_back(s);
+    if (s != to && p.groups[s].front() < limit && seen.insert(s)) stack.push_back(s);
   while (!stack.empty()) {
     int g = stack.back();
     stack.pop_back();
     for (int s : successors(ctx, p, g)) {
       if (s == to) return true;
-      if (s != from && p.groups[s].front() < limit && seen.insert(s).second) stack.push_back(s);
+      if (s != from && p.groups[s].front() < limit && seen.insert(s)) stack.push_back(s);
     }
   }
   return false;
@@ -193,33 +192,37 @@ void applyMerge(Partition& p, int a, int b, double cost) {
 // Candidate partners of group g: groups it exchanges values with, and groups reading the same
 // input (horizontal packing). `allPairs` adds every other group (small graphs).
 std::vector<int> partners(const PlanContext& ctx, const Partition& p, int g, bool allPairs) {
-  std::set<int> out;
+  std::vector<int> out;  // sorted and made unique at the end
   if (allPairs) {
     for (size_t h = 0; h < p.groups.size(); ++h)
-      if (static_cast<int>(h) != g && !p.groups[h].empty()) out.insert(static_cast<int>(h));
-    return {out.begin(), out.end()};
+      if (static_cast<int>(h) != g && !p.groups[h].empty()) out.push_back(static_cast<int>(h));
+    return out;
   }
   for (int n : p.groups[g]) {
-    for (int o : ctx.graph.node(n).operands) {
+    std::span<const int> operands = ctx.operandsOf(n);
+    for (size_t i = 0; i < operands.size(); ++i) {
+      int o = operands[i];
       int h = p.groupOf[o];
-      if (h >= 0 && h != g) out.insert(h);
+      if (h >= 0 && h != g) out.push_back(h);
       // Siblings: the few consumers of the same value nearest to n.
       const std::vector<int>& cs = ctx.consumers[o];
-      auto pos = std::find(cs.begin(), cs.end(), n) - cs.begin();
+      auto pos = static_cast<long>(ctx.consumerIndex[ctx.operandStart[n] + i]);
       for (long k = std::max<long>(0, pos - static_cast<long>(kSiblingWindow));
            k < std::min<long>(static_cast<long>(cs.size()),
                               pos + static_cast<long>(kSiblingWindow) + 1);
            ++k) {
         int s = p.groupOf[cs[k]];
-        if (s >= 0 && s != g) out.insert(s);
+        if (s >= 0 && s != g) out.push_back(s);
       }
     }
     for (int c : ctx.consumers[n]) {
       int h = p.groupOf[c];
-      if (h >= 0 && h != g) out.insert(h);
+      if (h >= 0 && h != g) out.push_back(h);
     }
   }
-  return {out.begin(), out.end()};
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 struct Candidate {
@@ -240,7 +243,7 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
       if (later && b < a) continue;
       if (p.groups[a].size() + p.groups[b].size() > kMaxGroupNodes) continue;
       std::vector<int> merged = unite(p.groups[a], p.groups[b]);
-      double c = allPairs ? analyses.cost(merged) : analyses.costOnce(merged);
+      double c = analyses.cost(merged);
       double gain = p.costs[a] + p.costs[b] - c;
       if (gain > kMinGain) queue.push({gain, a, b, version[a], version[b]});
     }
@@ -505,19 +508,19 @@ std::pair<CutVerdict, std::string> cutReason(const PlanContext& ctx, Analyses& a
   if (ctx.mode == Mode::Off)
     return {CutVerdict::Off, "fusion is off (STITCH_FUSION=off): one kernel per op"};
   std::vector<int> merged = unite(p.groups[a], p.groups[b]);
-  GroupResult r = analyses.get(merged);
-  if (!r.valid) return {CutVerdict::Invalid, r.reason};
+  Price together = analyses.price(merged);
+  // The reason of an invalid kernel names its nodes: that one is analyzed again, with it.
+  if (!together.valid) return {CutVerdict::Invalid, analyses.get(merged).reason};
   if (!mergeIsAcyclic(ctx, p, a, b, /*exact=*/true))
     return {CutVerdict::Cycle,
             "fusing would create a cycle: a path between them runs through another kernel"};
   double apart = p.costs[a] + p.costs[b];
-  double together = r.kernel.cost.time;
-  if (together >= apart)
+  if (together.time >= apart)
     return {CutVerdict::DoesNotPay, fmt::format("fusing does not pay: {} fused vs {} apart",
-                                                formatMicros(together), formatMicros(apart))};
+                                                formatMicros(together.time), formatMicros(apart))};
   return {CutVerdict::KeptApart,
           fmt::format("the search kept them apart (fusing alone would save {})",
-                      formatMicros(apart - together))};
+                      formatMicros(apart - together.time))};
 }
 
 // The plan of partition `p` (acyclic), with its kernels in dependency order, their analyses, the
@@ -545,12 +548,10 @@ std::optional<Plan> assemble(const PlanContext& ctx, Analyses& analyses,
     plan.kernels.push_back(std::move(r.kernel));
   }
   for (int n : ctx.planned) {
-    GroupResult r = analyses.get({n});
+    Price single = analyses.price({n});
     ++plan.unfusedKernels;
-    plan.unfusedTime += r.kernel.cost.time;
-    plan.unfusedBytes =
-        saturatingAdd(plan.unfusedBytes,
-                      saturatingAdd(r.kernel.summary.bytesRead, r.kernel.summary.bytesWritten));
+    plan.unfusedTime += single.time;
+    plan.unfusedBytes = saturatingAdd(plan.unfusedBytes, single.bytes);
   }
   // Every edge between two kernels gets the reason of that kernel pair (computed once a pair).
   std::map<std::pair<int, int>, std::pair<CutVerdict, std::string>> reasons;
@@ -590,7 +591,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
   STITCH_CHECK(options.candidate >= 0, ErrorCode::InvalidArgument,
                "plan candidate {} is negative (0 is the search's pick)", options.candidate);
   PlanContext ctx(g, bindings, hw, options.mode, options.scheduler);
-  Analyses analyses(ctx);
+  Analyses analyses(ctx, options.shareCosts);
   Partition start = singletons(ctx, analyses);
   Partition best = start;
   // Runner-up plans are kept only when one is asked for: the search itself never needs them.
@@ -622,7 +623,7 @@ Plan planGraph(const ir::Graph& g, const ir::Bindings& bindings, const HardwareP
           // basic where greedy stitching wanders into a worse corner.
           if (options.mode == Mode::Stitch) {
             PlanContext basicCtx(g, bindings, hw, Mode::Basic, options.scheduler);
-            Analyses basicAnalyses(basicCtx);
+            Analyses basicAnalyses(basicCtx, options.shareCosts);
             Partition b = runGreedy(basicCtx, basicAnalyses, singletons(basicCtx, basicAnalyses));
             b.total = 0;
             for (size_t i = 0; i < b.groups.size(); ++i)
@@ -658,7 +659,7 @@ std::optional<Plan> planKernels(const ir::Graph& g, const std::vector<std::vecto
                                 const ir::Bindings& bindings, const HardwareProfile& hw,
                                 const PlannerOptions& options) {
   PlanContext ctx(g, bindings, hw, options.mode, options.scheduler);
-  Analyses analyses(ctx);
+  Analyses analyses(ctx, options.shareCosts);
   Partition p;
   p.groupOf.assign(g.nodes().size(), -1);
   size_t covered = 0;
