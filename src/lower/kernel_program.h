@@ -164,6 +164,24 @@ struct Levels {
   bool aligned = false;        // decided for 16-byte aligned buffers (vector accesses allowed)
 };
 
+// How the host walks a phase: the cpu target's schedule() decides it (src/target/cpu/
+// host_schedule.h), the LLVM emitter carries it out. Default: plain loops, nothing prefetched or
+// streamed, no row caches (what an unscheduled program, or a GPU one, holds).
+enum class HostTiling : uint8_t {
+  None,
+  Column,   // reduce: tiles of `tile` adjacent units walk the rows together (lower/tile_forms.h)
+  Element,  // loop: the element loop in tiles of `tile` elements
+  Row,      // reduce: the walks over a row in tiles of `tile` positions
+};
+struct HostSchedule {
+  HostTiling tiling = HostTiling::None;
+  int64_t tile = 0;
+  int interleave = 0;         // loop phases: the element loop's interleave count (0: LLVM's)
+  int64_t rowCacheBytes = 0;  // reduce phases: row caches up to this many bytes (lower/row_cache.h)
+  std::vector<int> prefetched;  // the first stage's loads next-row prefetch covers (ids)
+  std::vector<int> streamed;    // positions in `buffers` written with streaming stores
+};
+
 struct Phase {
   std::string name;
   bool reduce = false;  // false: loop phase (unit = chunk of elements)
@@ -195,6 +213,7 @@ struct Phase {
   std::vector<Stage> stages;  // reduce phases: loops over the row, in order
   Block post;                 // reduce phases: per unit after the stages (row stores)
   Block elems;                // the element loop (loop phases: the whole body)
+  HostSchedule host;          // the host's walk (the cpu target's schedule())
 };
 
 // Run-time sizes (lower/size_args.h): which sizes of a phase its kernel reads from the kernel's

@@ -106,10 +106,20 @@ void write(CanonicalWriter& w, const Levels& x) {
   w.boolean(aligned);
 }
 
+void write(CanonicalWriter& w, const HostSchedule& x) {
+  const auto& [tiling, tile, interleave, rowCacheBytes, prefetched, streamed] = x;
+  w.enumeration(tiling);
+  w.integer(tile);
+  w.integer(interleave);
+  w.integer(rowCacheBytes);
+  write(w, prefetched);
+  write(w, streamed);
+}
+
 void write(CanonicalWriter& w, const Phase& x) {
   const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, split,
-               levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems] =
-      x;
+               levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems,
+               host] = x;
   w.string(name);
   w.boolean(reduce);
   w.integer(units);
@@ -131,6 +141,7 @@ void write(CanonicalWriter& w, const Phase& x) {
   write(w, stages);
   write(w, post);
   write(w, elems);
+  write(w, host);
 }
 
 void write(CanonicalWriter& w, const PhaseSizeArgs& x) {

@@ -49,8 +49,7 @@ rt::CacheKey hostKernelKey(const std::string& keyText, const rt::HostTarget& tar
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options) {
   const codegen::NamedIR ir =
-      codegen::namedProgramIR(p, [](const std::string&) { return std::string("stitch_kernel"); },
-                              {options.streamingStoreBytes});
+      codegen::namedProgramIR(p, [](const std::string&) { return std::string("stitch_kernel"); });
   return hostKernelKey(ir.keyText, target, options);
 }
 #endif

@@ -25,7 +25,7 @@ namespace stitch::target {
 // of a shape class (lower/size_args.h: sizes read as arguments print the same IR).
 rt::CacheKey hostKernelKey(const std::string& keyText, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options);
-// The same from a program: its IR emitted for `options` (a build with LLVM only).
+// The same from a program, as scheduled (Phase::host): its IR (a build with LLVM only).
 rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& target,
                            const rt::HostCompileOptions& options);
 

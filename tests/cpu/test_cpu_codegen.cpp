@@ -54,6 +54,7 @@
 #include "runtime/cpu/math_library.h"
 #include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/streaming_stores.h"
+#include "target/cpu/host_schedule.h"
 #include "runtime/cpu/vector_math.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
@@ -78,6 +79,20 @@ rt::cpu::OrcJit& jitAt(int level) {
     j = std::move(*made);
   }
   return *j;
+}
+
+// Kernel k of g lowered for the host and scheduled as the cpu target schedules it (tiles,
+// prefetch, row caches, interleaving: target/cpu/host_schedule.h), without streaming stores.
+lower::KernelProgram lowerForHost(const ir::Graph& g, const fusion::Kernel& k,
+                                  const ir::Bindings& b) {
+  lower::KernelProgram p = lower::lowerKernel(g, k, b);
+  target::cpu::scheduleHost(p, fusion::findProfile("host")->taskElements, 0);
+  return p;
+}
+
+// The tile a scheduled phase runs in, when it is of kind `t` (0 otherwise).
+int64_t tileOf(const lower::Phase& ph, lower::HostTiling t) {
+  return ph.host.tiling == t ? ph.host.tile : 0;
 }
 
 // What the driver emits for a JIT: its machine and options.
@@ -203,9 +218,9 @@ std::string checkGraph(const ir::Graph& original, const ir::Bindings& b, uint64_
   for (const lower::KernelProgram& p : build.programs)
     for (const lower::Phase& ph : p.phases) {
       totals.columnPartials += ph.workers > 0;
-      totals.columnTiles += codegen::columnTile(ph) > 0;
-      totals.elementTiles += codegen::elementTile(ph) > 0;
-      totals.rowTiles += codegen::rowTile(ph) > 0;
+      totals.columnTiles += tileOf(ph, lower::HostTiling::Column) > 0;
+      totals.elementTiles += tileOf(ph, lower::HostTiling::Element) > 0;
+      totals.rowTiles += tileOf(ph, lower::HostTiling::Row) > 0;
     }
   if (!failure.empty()) {
     ++totals.mismatches;
@@ -287,7 +302,7 @@ std::vector<int64_t> loadIndices(const char* text) {
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
   EXPECT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels.at(0), {});
   EXPECT_EQ(p.phases.size(), 1u);
   const lower::Phase& ph = p.phases.at(0);
   EXPECT_FALSE(ph.reduce);
@@ -378,7 +393,7 @@ TEST(CpuLowering, ConcatOnTheHostWalksEachPartInItsOwnPhase) {
   fusion::Plan plan =
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels.at(0), {});
   ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
   const int parts[2] = {*g.find("a"), *g.find("b")};
   const int64_t lens[2] = {1, 2}, offsets[2] = {0, 1};
@@ -419,7 +434,7 @@ TEST(CpuLowering, ReshapedViewsKeepTheFlatIndexAcrossARowReduction) {
       fusion::planGraph(g, b, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
+  lower::KernelProgram p = lowerForHost(g, plan.kernels[0], b);
   ASSERT_EQ(p.phases.size(), 1u) << lower::printProgram(p);
   const lower::Phase& ph = p.phases[0];
   ASSERT_TRUE(ph.reduce);
@@ -468,7 +483,7 @@ TEST(CpuLowering, AColumnSumOfAViewedConcatWalksEachPartsColumns) {
       fusion::planGraph(opt, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
+  lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
   for (const lower::Phase& ph : p.phases) {
     EXPECT_TRUE(ph.reduce);
@@ -512,7 +527,7 @@ TEST(CpuLowering, AConcatAlongAFactorOfAKeptAxisWalksBoxesOfARefinedDomain) {
           fusion::planGraph(opt, {}, *fusion::findProfile("host"),
                             stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       ASSERT_EQ(plan.kernels.size(), 1u) << src;
-      lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
+      lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], {});
       // A loop phase's domain has the concat's axis (the kernel's is [B, H, T, D]): boxes at
       // any length.
       const bool boxes = half >= 16 || !sum;
@@ -555,7 +570,7 @@ TEST(CpuLowering, AConcatReadAtBroadcastPositionsWalksBoxes) {
         fusion::planGraph(opt, {}, *fusion::findProfile("host"),
                           stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
     ASSERT_EQ(plan.kernels.size(), 1u) << text;
-    lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], {});
+    lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], {});
     ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
     for (const lower::Phase& ph : p.phases) EXPECT_FALSE(selects(ph)) << lower::printProgram(p);
     Totals t;
@@ -577,7 +592,7 @@ TEST(CpuLowering, ConcatOfHalvesComputedInTheKernel) {
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels[0], {});
   // One phase per half (each a [3, 2] box of the [3, 4] domain).
   ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
   for (size_t half = 0; half < 2; ++half) {
@@ -614,7 +629,7 @@ TEST(CpuLowering, APartInOtherCoordinatesRunsOverTheKernelsDomain) {
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 2u) << lower::printProgram(p);
   for (const lower::Phase& ph : p.phases) {
     EXPECT_EQ(ph.domain, (std::vector<int64_t>{8, 4})) << ph.name;
@@ -694,7 +709,7 @@ TEST(CpuLowering, RowReductionHasStagesAndRowUnits) {
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels[0], {});
   ASSERT_EQ(p.phases.size(), 1u);
   const lower::Phase& ph = p.phases[0];
   EXPECT_TRUE(ph.reduce);
@@ -722,7 +737,7 @@ TEST(CpuLowering, GlobalReductionBecomesPhases) {
     if (!global) continue;
     barrier = true;
     // Store r per row, reduce it in one unit, then the rest with t read back.
-    lower::KernelProgram p = lower::lowerKernel(g, k, {});
+    lower::KernelProgram p = lowerForHost(g, k, {});
     EXPECT_EQ(p.phases.size(), 3u) << lower::printProgram(p);
     EXPECT_EQ(p.scratchSlots, 2) << lower::printProgram(p);
   }
@@ -746,7 +761,7 @@ TEST(CpuLowering, LongRowsAreSplitAndMatchTheReference) {
             fusion::planGraph(g, b, *fusion::findProfile("host"),
                               stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         ASSERT_EQ(plan.kernels.size(), 1u);
-        lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], b);
+        lower::KernelProgram p = lowerForHost(g, plan.kernels[0], b);
         EXPECT_EQ(p.phases.size(), n >= (1 << 16) ? 2u : 1u) << text << lower::printProgram(p);
         Totals t;
         std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
@@ -778,7 +793,7 @@ TEST(CpuLowering, ColumnPartialsMatchTheReference) {
         // One row: the column reductions reduce a size-1 axis (no partials to carry).
         if (rows > 1) {
           ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
-          lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+          lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], b);
           EXPECT_TRUE(std::any_of(p.phases.begin(), p.phases.end(),
                                   [](const lower::Phase& ph) { return ph.workers > 0; }))
               << text << lower::printProgram(p);
@@ -816,7 +831,7 @@ TEST(CpuLowering, ValuesOfColumnResultsRunInTheCombinePhase) {
                             stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       if (rows > 1) {
         ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
-        lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+        lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], b);
         const lower::Phase& combine = p.phases.back();
         std::set<std::string> stored;
         for (int i = combine.numInputs; i < static_cast<int>(combine.buffers.size()); ++i) {
@@ -853,7 +868,7 @@ TEST(CpuLowering, TallColumnsAreSplitAndMatchTheReference) {
             fusion::planGraph(opt, b, *fusion::findProfile("host"),
                               stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
         ASSERT_EQ(plan.kernels.size(), 1u) << text << fusion::explainText(opt, plan);
-        lower::KernelProgram p = lower::lowerKernel(opt, plan.kernels[0], b);
+        lower::KernelProgram p = lowerForHost(opt, plan.kernels[0], b);
         EXPECT_EQ(p.phases.size(), split ? 2u : 1u) << text << lower::printProgram(p);
         Totals t;
         std::string f = checkGraph(g, b, 5, fusion::Mode::Stitch, 1, t);
@@ -897,10 +912,10 @@ TEST(CpuLowering, ColumnTilesMatchTheReference) {
              fusion::planGraph(opt, c.b, *fusion::findProfile("host"),
                                stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
                  .kernels) {
-          lower::KernelProgram prog = lower::lowerKernel(opt, k, c.b);
+          lower::KernelProgram prog = lowerForHost(opt, k, c.b);
           programs += lower::printProgram(prog);
           for (const lower::Phase& ph : prog.phases)
-            tiledWithElems += codegen::columnTile(ph) > 0 && !ph.elems.insts.empty();
+            tiledWithElems += tileOf(ph, lower::HostTiling::Column) > 0 && !ph.elems.insts.empty();
         }
         EXPECT_GT(tiledWithElems, 0) << text << programs;
       }
@@ -958,8 +973,8 @@ TEST(CpuLowering, ElementTilesMatchTheReference) {
                             stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
       int tiled = 0;
       for (const fusion::Kernel& k : plan.kernels)
-        for (const lower::Phase& ph : lower::lowerKernel(opt, k, c.b).phases)
-          tiled += codegen::elementTile(ph) > 0;
+        for (const lower::Phase& ph : lowerForHost(opt, k, c.b).phases)
+          tiled += tileOf(ph, lower::HostTiling::Element) > 0;
       EXPECT_EQ(tiled > 0, c.tiled) << text;
       Totals t;
       std::string f = checkGraph(g, c.b, 3, fusion::Mode::Stitch, 1, t);
@@ -999,9 +1014,9 @@ graph gn(x: f32[N, 64, 16, 16], gamma: f32[64], beta: f32[64]) {
        fusion::planGraph(opt, b, *fusion::findProfile("host"),
                          stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
            .kernels) {
-    lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
+    lower::KernelProgram prog = lowerForHost(opt, k, b);
     programs += lower::printProgram(prog);
-    for (const lower::Phase& ph : prog.phases) tiled += codegen::rowTile(ph) > 0;
+    for (const lower::Phase& ph : prog.phases) tiled += tileOf(ph, lower::HostTiling::Row) > 0;
   }
   EXPECT_GT(tiled, 0) << programs;
   Totals t;
@@ -1058,7 +1073,7 @@ graph tiled(x: f32[N, 2048], scale: f32[8]) {
          fusion::planGraph(opt, b, *fusion::findProfile("host"),
                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
              .kernels) {
-      lower::KernelProgram prog = lower::lowerKernel(opt, k, b);
+      lower::KernelProgram prog = lowerForHost(opt, k, b);
       programs += lower::printProgram(prog);
       for (const lower::Phase& ph : prog.phases) {
         lower::RowCache rc = lower::rowCache(ph, 1 << 20);
@@ -1071,7 +1086,7 @@ graph tiled(x: f32[N, 2048], scale: f32[8]) {
         EXPECT_EQ(loads, static_cast<int>(rc.slots.size())) << programs;
         EXPECT_TRUE(lower::rowCache(ph, 4).slots.empty()) << "a row of 300 f32 is over 4 bytes";
         if (c.rowTiled && ph.reduce) {
-          EXPECT_GT(codegen::rowTile(ph), 0) << programs;
+          EXPECT_GT(tileOf(ph, lower::HostTiling::Row), 0) << programs;
         }
       }
     }
@@ -1217,7 +1232,7 @@ graph short(x: f32[N, 1000]) {
                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
              .kernels)
       prefetches = prefetches ||
-                   codegen::programIR(lower::lowerKernel(g, k, b), "t").find("llvm.prefetch") !=
+                   codegen::programIR(lowerForHost(g, k, b), "t").find("llvm.prefetch") !=
                        std::string::npos;
     EXPECT_EQ(prefetches, c.prefetches) << c.text;
     Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
@@ -1293,7 +1308,7 @@ TEST(CpuCodegen, Bf16ResultsRoundOnceBeforeTheirStore) {
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
   ASSERT_EQ(plan.kernels.size(), 1u);
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels[0], {});
   const std::string ir = codegen::programIR(p, "s");
   size_t roundings = 0;
   for (size_t at = ir.find("fcmp uno"); at != std::string::npos; at = ir.find("fcmp uno", at + 1))
@@ -1335,7 +1350,7 @@ TEST(CpuCodegen, LatencyBoundElementLoopsAreInterleaved) {
         fusion::planGraph(g, {}, *fusion::findProfile("host"),
                           stitch::testing::plannerOptions(opts, *fusion::findProfile("host")));
     ASSERT_EQ(plan.kernels.size(), 1u) << c.text;
-    lower::KernelProgram p = lower::lowerKernel(g, plan.kernels[0], {});
+    lower::KernelProgram p = lowerForHost(g, plan.kernels[0], {});
     const std::string ir = codegen::programIR(p, "k");
     EXPECT_EQ(ir.find("llvm.loop.interleave.count") != std::string::npos, c.interleaved)
         << c.text << ir;
@@ -1495,7 +1510,7 @@ TEST(OrcJit, TranscendentalsCallSleefVectorFunctionsWithinTheirBound) {
         fusion::Plan plan =
             fusion::planGraph(g, {}, *fusion::findProfile("host"),
                               stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
-        lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+        lower::KernelProgram p = lowerForHost(g, plan.kernels.at(0), {});
         auto ctx = std::make_unique<llvm::LLVMContext>();
         auto m = std::make_unique<llvm::Module>("sleef_" + std::string(op.sleef), *ctx);
         m->setDataLayout(jit.dataLayout());
@@ -1605,7 +1620,7 @@ TEST(OrcJit, CpuFeaturesFromTheEnvironmentMakeCodeForAnotherHost) {
   fusion::Plan plan =
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels.at(0), {});
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto m = std::make_unique<llvm::Module>("avx2_log", *ctx);
   m->setDataLayout(jit.dataLayout());
@@ -1638,7 +1653,7 @@ TEST(OrcJit, ObjectBytesRoundTrip) {
   fusion::Plan plan =
       fusion::planGraph(g, {}, *fusion::findProfile("host"),
                         stitch::testing::plannerOptions({}, *fusion::findProfile("host")));
-  lower::KernelProgram p = lower::lowerKernel(g, plan.kernels.at(0), {});
+  lower::KernelProgram p = lowerForHost(g, plan.kernels.at(0), {});
   auto& jit = jitAt(3);
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto m = std::make_unique<llvm::Module>("object_round_trip", *ctx);

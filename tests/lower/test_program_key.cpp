@@ -158,6 +158,19 @@ const char* mutate(Accumulator& x, int i) {
   }
 }
 
+const char* mutate(HostSchedule& x, int i) {
+  auto& [tiling, tile, interleave, rowCacheBytes, prefetched, streamed] = x;
+  switch (i) {
+    case 0: return bump(tiling), "HostSchedule::tiling";
+    case 1: return bump(tile), "HostSchedule::tile";
+    case 2: return bump(interleave), "HostSchedule::interleave";
+    case 3: return bump(rowCacheBytes), "HostSchedule::rowCacheBytes";
+    case 4: return prefetched.push_back(1), "HostSchedule::prefetched#grow";
+    case 5: return streamed.push_back(1), "HostSchedule::streamed#grow";
+    default: return nullptr;
+  }
+}
+
 const char* mutate(Levels& x, int i) {
   auto& [units, threadsPerBlock, warpSize, elementsPerThread, blocks, vectorWidth, lanes,
          unitsPerBlock, items, unrolled, rowMajor, index64, sharedBytes, processors,
@@ -255,7 +268,7 @@ class Mutations {
   void phase(const Phase& ph, const std::string& at, Getter<Phase> get) {
     const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, split,
                  levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post,
-                 elems] = ph;
+                 elems, host] = ph;
     scalar<std::string>(
         "Phase::name", at, [get](KernelProgram & q) -> auto& { return get(q).name; });
     scalar<bool>(
@@ -319,6 +332,8 @@ class Mutations {
     block(
         "Phase::elems", at + ".elems",
         elems, [get](KernelProgram & q) -> auto& { return get(q).elems; });
+    leaf<HostSchedule>(
+        at + ".host", [get](KernelProgram & q) -> auto& { return get(q).host; });
   }
 
   void block(const std::string& field, const std::string& at, const Block& b, Getter<Block> get) {
@@ -450,6 +465,7 @@ std::set<std::string> everyField() {
   addLeaf(Param{});
   addLeaf(Accumulator{});
   addLeaf(Levels{});
+  addLeaf(HostSchedule{});
   return out;
 }
 

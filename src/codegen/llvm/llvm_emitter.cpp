@@ -21,6 +21,7 @@
 
 #include "codegen/llvm/inline_math.h"
 #include "lower/row_cache.h"
+#include "lower/tile_forms.h"
 #include "runtime/cpu/math_library.h"
 #include "runtime/cpu/streaming_stores.h"
 #include "runtime/support/error.h"
@@ -31,457 +32,30 @@ namespace stitch::codegen {
 using ir::DType;
 using ir::OpCode;
 using lower::Inst;
+using lower::IndexForm;
 using lower::InstKind;
+using lower::isIndexKind;
+using lower::isWide;
+using lower::contiguousWalk;
+using lower::kContiguousBlock;
+using lower::kStridedBlock;
 
 namespace {
 
-// Long float sums are accumulated in blocks (see PhaseEmitter::emitStage): a block's elements in
-// the compute type, each block's sum then added to a running f64 total. A contiguous row is
-// vectorized (64 partial sums in f32 lanes on AVX-512), so its blocks can be long: 4096 elements
-// are 64 sequential adds a lane, and a row of up to 4096 runs exactly the unblocked loop; a
-// strided walk (a column) adds one element at a time, so its blocks are short.
-constexpr int64_t kContiguousBlock = 4096;
-constexpr int64_t kStridedBlock = 512;
-
-// Row caches (lower/row_cache.h): a value computed in one walk over a row and needed again in a
-// later one (softmax's exp) is stored to a stack array of the row's length and loaded there, up
-// to this many bytes of arrays a phase: cross-entropy's rows of 32000 f32 fit, in L2 as the row
-// itself does.
-constexpr int64_t kRowCacheBytes = 128 * 1024;
-
-// Next-row prefetch (see PhaseEmitter::prefetchNext): rows of at least this many bytes a
-// buffer, prefetched this many row positions at a time during the second walk.
-constexpr int64_t kPrefetchRowBytes = 16 * 1024;
+// Next-row prefetch (see PhaseEmitter::prefetchNext; which loads: Phase::host.prefetched):
+// prefetched this many row positions at a time during the second walk.
 constexpr int64_t kPrefetchBlock = 256;
 constexpr int64_t kCacheLine = 64;
 
-// The loads of a row phase's first walk that next-row prefetch covers (PhaseEmitter::
-// prefetchNext): contiguous along the row (step 1), moving with the unit, in rows of at least
-// kPrefetchRowBytes; one per distinct buffer and address.
-std::vector<int> prefetchedLoads(const lower::Phase& ph) {
-  std::vector<int> ids;
-  std::vector<std::pair<int, int>> seen;  // (buffer, index inst)
-  for (int id : ph.stages[0].body.insts) {
-    const Inst& in = ph.insts[static_cast<size_t>(id)];
-    if (in.kind != InstKind::Load || ph.rowLength * ir::dtypeBytes(in.dtype) < kPrefetchRowBytes)
-      continue;
-    try {
-      const int64_t at = lower::evalIndex(ph, in.args[0], 0, 0);
-      if (lower::evalIndex(ph, in.args[0], 0, 1) - at != 1 ||
-          (ph.units > 1 && lower::evalIndex(ph, in.args[0], 1, 0) == at))
-        continue;
-    } catch (const std::exception&) {
-      continue;  // a gathered index
-    }
-    std::pair<int, int> key{in.buffer, in.args[0]};
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-    seen.push_back(key);
-    ids.push_back(id);
-  }
-  return ids;
-}
-
-// Whether every load of the stage walks memory contiguously (address k + c at loop index k).
-bool contiguousWalk(const lower::Phase& ph, const lower::Stage& st) {
-  try {
-    for (int id : st.body.insts) {
-      const Inst& in = ph.insts[static_cast<size_t>(id)];
-      if (in.kind != InstKind::Load) continue;
-      int64_t step =
-          lower::evalIndex(ph, in.args[0], 0, 1) - lower::evalIndex(ph, in.args[0], 0, 0);
-      if (step != 0 && step != 1) return false;
-    }
-  } catch (const std::exception&) {
-    return false;  // an index evalIndex does not know: treated as strided
-  }
-  return true;
-}
-
-// Float sums and means accumulate their block sums in f64 ("wide"): an f32 running total of a
-// long row loses the small addends once it is large (a row of 16M values near 1000 summed in
-// f32 lanes is off by 2e-3 relative), however the additions are ordered.
-bool isWide(const lower::Accumulator& a) {
-  return ir::isFloat(a.dtype) && (a.op == lower::ReduceOp::Sum || a.op == lower::ReduceOp::Mean);
-}
-
-// Column tiles. A column or middle-axis reduction gives each unit (a column, or a sub-column
-// after lower/split_rows.h) a walk down memory with a large stride: one unit at a time, each
-// load touches a cache line for one element, and the host runs such a sum ~20x slower than a
-// row sum of the same bytes. So the emitter interchanges the loops: a tile of kColumnTile
-// adjacent units walks the rows together, the inner loop over the tile's units reading
-// contiguous memory (vectorized) into per-unit accumulator arrays. Each unit keeps the blocks
-// of the unit-at-a-time loop (512 elements summed in the compute type, then into an f64 total),
-// summed in row order within a block where that loop kept several partial sums in vector lanes.
-//
-// The tile's code computes index arithmetic once per tile at its first unit t (aligned to the
-// tile size T) and gives each use the value at unit t + j as B + slope * j. tileForms() proves
-// that form for every index instruction over any aligned tile: it tracks, for a value
-// v(t + j) = B + s * j, the slope s and a known divisor g of B. UnitIndex is (s 1, g T); a
-// division or remainder by c of a value with s > 0 keeps the form only where the tile cannot
-// cross a multiple of c: e.g. c divides g (B is a multiple of c) and s * (T - 1) < c, when
-// (B + s j) / c = B / c and (B + s j) % c = s j. Anything else (a slope that crosses, an
-// index computed from a per-unit load or op) fails the proof and the phase keeps the plain loop.
-// (The general rule, with h = gcd(g, c): s * (T - 1) < h; see the IDivC case.)
-// Tiles as wide as a [*, 2048] f32 row (8 KB a row: the hardware prefetchers follow such runs
-// as they follow a row walk; 256-unit tiles ran a [8192, 2048] column sum 2.5x slower than the
-// row sum of the same bytes, 2048-unit tiles as fast), with at most kTileAccBytes of
-// accumulator arrays (L2).
-constexpr int64_t kColumnTile = 2048;
-constexpr int64_t kTileAccBytes = 128 * 1024;
-
-struct IndexForm {
-  int64_t slope = 0;     // index instructions: v(t + j) = B + slope * j
-  int64_t divisor = 1;   // a known divisor of B (0: B is 0)
-  bool variant = false;  // the value differs between the tile's units
-  // Index math not of that form (a staircase such as (B + j) / 16 in a tile of 256): computed at
-  // each j from its operands' values; only a division of it that re-associates to a proven form
-  // ((y / a) / c = y / (a c) for y >= 0) may use it. No load or store may read an opaque index.
-  bool opaque = false;
-};
-
-bool isIndexKind(InstKind k) {
-  return k == InstKind::UnitIndex || k == InstKind::LoopIndex || k == InstKind::IAdd ||
-         k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
-}
-
-// The forms of every instruction the phase's blocks use, or nullopt where one has none.
-// Instructions are a DAG whose ids need not be in order (passes such as split_rows append index
-// arithmetic), so forms are computed depth first from the operands.
-std::optional<std::vector<IndexForm>> tileForms(const lower::Phase& ph, int64_t T,
-                                                InstKind varying) {
-  const size_t n = ph.insts.size();
-  std::vector<IndexForm> f(n);
-  std::vector<uint8_t> state(n, 0);  // 0 new, 1 in progress, 2 done
-  std::function<bool(int)> form = [&](int id) -> bool {
-    if (id < 0 || static_cast<size_t>(id) >= n || state[static_cast<size_t>(id)] == 1) return false;
-    if (state[static_cast<size_t>(id)] == 2) return true;
-    state[static_cast<size_t>(id)] = 1;
-    const Inst& in = ph.insts[static_cast<size_t>(id)];
-    for (int a : in.args)
-      if (a >= 0 && !form(a)) return false;
-    // An operand of index arithmetic: its form, or (0, 1) for a value the tile's units share;
-    // false for an opaque one.
-    auto operand = [&](int a, IndexForm& out) {
-      out = f[static_cast<size_t>(a)];
-      const InstKind k = ph.insts[static_cast<size_t>(a)].kind;
-      if (out.opaque) return false;
-      if (isIndexKind(k) || k == InstKind::Const) return true;
-      if (out.variant) return false;  // a per-unit load or op inside index arithmetic
-      out = IndexForm{0, 1, false};
-      return true;
-    };
-    IndexForm& r = f[static_cast<size_t>(id)];
-    const IndexForm opaque{0, 1, true, true};
-    IndexForm x, y;
-    switch (in.kind) {
-      case InstKind::Const:
-        r = {0, ir::isInt(in.dtype) ? (in.ivalue < 0 ? -in.ivalue : in.ivalue) : 1, false};
-        break;
-      case InstKind::UnitIndex:
-      case InstKind::LoopIndex:
-        r = in.kind == varying ? IndexForm{1, T, true} : IndexForm{0, 1, false};
-        break;
-      case InstKind::IAdd:
-        r = opaque;
-        if (!operand(in.args[0], x) || !operand(in.args[1], y)) break;
-        if (__builtin_add_overflow(x.slope, y.slope, &r.slope)) {
-          r = opaque;
-          break;
-        }
-        r = {r.slope, std::gcd(x.divisor, y.divisor), false};
-        break;
-      case InstKind::IMulC: {
-        r = opaque;
-        if (!operand(in.args[0], x)) break;
-        int64_t m = in.ivalue < 0 ? -in.ivalue : in.ivalue, slope = 0, divisor = 0;
-        if (__builtin_mul_overflow(x.slope, in.ivalue, &slope)) break;
-        // Any divisor of B * m will do: keep g when g * m overflows.
-        if (__builtin_mul_overflow(x.divisor, m, &divisor)) divisor = x.divisor;
-        r = {slope, divisor, false};
-        break;
-      }
-      case InstKind::IDivC:
-      case InstKind::IRemC: {
-        r = opaque;
-        int64_t c = in.ivalue;
-        const bool div = in.kind == InstKind::IDivC;
-        const Inst& arg = ph.insts[static_cast<size_t>(in.args[0])];
-        if (div && f[static_cast<size_t>(in.args[0])].opaque && arg.kind == InstKind::IDivC &&
-            arg.ivalue > 0) {
-          // (y / a) / c = y / (a c): the form of y's quotient by a c.
-          if (__builtin_mul_overflow(arg.ivalue, c, &c) || !operand(arg.args[0], x)) break;
-        } else if (!operand(in.args[0], x)) {
-          break;
-        }
-        if (c <= 0) break;
-        if (x.slope == 0) {
-          r.slope = 0;
-          r.opaque = false;
-          if (div) r.divisor = x.divisor == 0 ? 0 : (x.divisor % c == 0 ? x.divisor / c : 1);
-          else r.divisor = std::gcd(x.divisor, c);
-          break;
-        }
-        // B and every multiple of c are multiples of h = gcd(g, c), so no multiple of c lies in
-        // (B, B + s (T - 1)] when s (T - 1) < h: the quotient is B / c and the remainder
-        // B % c + s j, with B % c a multiple of h (0 when c divides g).
-        const int64_t h = std::gcd(x.divisor, c);
-        if (x.slope < 0 || x.slope > (h - 1) / std::max<int64_t>(T - 1, 1)) break;
-        const bool cDividesB = h == c;
-        if (div) r = {0, cDividesB ? (x.divisor == 0 ? 0 : x.divisor / c) : 1, false};
-        else r = {x.slope, cDividesB ? 0 : h, true};
-        break;
-      }
-      case InstKind::Load:
-      case InstKind::Store:
-        x = f[static_cast<size_t>(in.args[0])];
-        r.variant = x.slope != 0 || x.variant;
-        break;
-      case InstKind::AccRead: r.variant = true; break;
-      case InstKind::Accumulate: break;
-      case InstKind::Op:
-      case InstKind::CheckIndex:
-        for (int a : in.args)
-          if (a >= 0) r.variant = r.variant || f[static_cast<size_t>(a)].variant;
-        break;
-    }
-    if (isIndexKind(in.kind)) r.variant = r.slope != 0 || r.opaque;
-    state[static_cast<size_t>(id)] = 2;
-    return true;
-  };
-  // Only what stores and accumulators use needs a form: the lowering leaves index math it did
-  // not use (a coordinate no operand reads), which LLVM deletes.
-  std::vector<bool> live(n, false);
-  std::function<void(int)> use = [&](int id) {
-    if (id < 0 || static_cast<size_t>(id) >= n || live[static_cast<size_t>(id)]) return;
-    live[static_cast<size_t>(id)] = true;
-    for (int a : ph.insts[static_cast<size_t>(id)].args) use(a);
-  };
-  std::vector<const lower::Block*> blocks = {&ph.pre, &ph.post, &ph.elems};
-  for (const lower::Stage& st : ph.stages) blocks.push_back(&st.body);
-  for (const lower::Block* b : blocks)
-    for (int id : b->insts) {
-      InstKind k = ph.insts[static_cast<size_t>(id)].kind;
-      if (k == InstKind::Store || k == InstKind::Accumulate || k == InstKind::CheckIndex) use(id);
-    }
-  for (const lower::Block* b : blocks)
-    for (int id : b->insts) {
-      if (!live[static_cast<size_t>(id)]) continue;
-      if (!form(id)) return std::nullopt;
-      const Inst& in = ph.insts[static_cast<size_t>(id)];
-      if ((in.kind == InstKind::Load || in.kind == InstKind::Store) &&
-          f[static_cast<size_t>(in.args[0])].opaque)
-        return std::nullopt;  // a gather in every tile: nothing to gain
-    }
-  return f;
-}
-
-// Whether a reduce phase's per-element block reads nothing of its reductions: values of its own,
-// of the pre block, and index arithmetic of the post block (a row's base offset the lowering
-// placed there). Then a column tile runs it in the same walk as the stage, each element stored
-// where it is read (bias+GELU backward's dh beside dbias), not in a second walk. Returns the
-// post block's index instructions the elems block needs, in order (emitted before it), or
-// nullopt.
-std::optional<lower::Block> elemsDependencies(const lower::Phase& ph) {
-  std::vector<bool> own(ph.insts.size(), false), post(ph.insts.size(), false);
-  for (const lower::Block* b : {&ph.pre, &ph.elems})
-    for (int id : b->insts) own[static_cast<size_t>(id)] = true;
-  for (int id : ph.post.insts) post[static_cast<size_t>(id)] = true;
-  std::vector<bool> needed(ph.insts.size(), false);
-  std::function<bool(int)> need = [&](int a) {
-    if (a < 0 || own[static_cast<size_t>(a)] || needed[static_cast<size_t>(a)]) return true;
-    const Inst& in = ph.insts[static_cast<size_t>(a)];
-    if (!post[static_cast<size_t>(a)] || !(isIndexKind(in.kind) || in.kind == InstKind::Const))
-      return false;
-    needed[static_cast<size_t>(a)] = true;
-    for (int b : in.args)
-      if (!need(b)) return false;
-    return true;
-  };
-  for (int id : ph.elems.insts) {
-    const Inst& in = ph.insts[static_cast<size_t>(id)];
-    if (in.kind == InstKind::AccRead) return std::nullopt;
-    for (int a : in.args)
-      if (!need(a)) return std::nullopt;
-  }
-  lower::Block deps;
-  for (int id : ph.post.insts)
-    if (needed[static_cast<size_t>(id)]) deps.insts.push_back(id);
-  return deps;
-}
-
-// Tile sizes to try, largest first, in [least, most]: powers of two, and the largest divisor of
-// each division's constant that fits (a [*, 300] column tiles by 300, not by a power of two:
-// u / 300 and u % 300 cross no multiple of 300 inside an aligned tile of 300).
-std::vector<int64_t> tileSizes(const lower::Phase& ph, int64_t least, int64_t most) {
-  std::vector<int64_t> sizes;
-  for (int64_t t = most; t >= least; t /= 2) sizes.push_back(t);
-  for (const Inst& in : ph.insts) {
-    if ((in.kind != InstKind::IDivC && in.kind != InstKind::IRemC) || in.ivalue < least) continue;
-    for (int64_t d = 1; in.ivalue / d >= least; ++d)
-      if (in.ivalue % d == 0 && in.ivalue / d <= most) {
-        sizes.push_back(in.ivalue / d);
-        break;
-      }
-  }
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  return sizes;
-}
-
-std::optional<std::vector<IndexForm>> columnTileForms(const lower::Phase& ph, int64_t& tile) {
-  if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || !elemsDependencies(ph) ||
-      ph.units < 2)
-    return std::nullopt;
-  for (int id : ph.pre.insts)
-    if (ph.insts[static_cast<size_t>(id)].kind == InstKind::Store) return std::nullopt;
-  int64_t perUnit = 0;  // accumulator bytes per unit (at most 8 a value), wide totals included
-  for (const lower::Accumulator& a : ph.accs) perUnit += isWide(a) ? 16 : 8;
-  int64_t most = kColumnTile;
-  while (most > 16 && most * std::max<int64_t>(perUnit, 1) > kTileAccBytes) most /= 2;
-  for (int64_t t : tileSizes(ph, 16, most)) {
-    tile = t;
-    std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::UnitIndex);
-    if (!f) continue;
-    for (int id : ph.stages[0].body.insts) {
-      const Inst& in = ph.insts[static_cast<size_t>(id)];
-      if (in.kind != InstKind::Load || (*f)[static_cast<size_t>(in.args[0])].slope != 1) continue;
-      try {
-        int64_t step =
-            lower::evalIndex(ph, in.args[0], 0, 1) - lower::evalIndex(ph, in.args[0], 0, 0);
-        if (step != 0 && step != 1) return f;
-      } catch (const std::exception&) {
-      }
-    }
-    return std::nullopt;  // nothing strided: the plain loop reads contiguously already
-  }
-  return std::nullopt;
-}
-
-// Element tiles. A loop phase over a domain whose operands broadcast along its inner axes reads
-// them at index arithmetic such as i % 3072 (bias + GELU + residual's bias); LLVM's vectorizer
-// cannot bound such an index for its run-time overlap checks, so the loop stays scalar with a
-// libm call per element. The same proof as for column tiles, with the element index varying:
-// tiles of T elements aligned to T (T dividing the broadcast extents), in which every index is
-// B + slope * j, contiguous where the slope is 1. Only phases with such divisions are tiled;
-// tiles of at most kElementTile elements and at least 16 (tileSizes): a rotary embedding walks
-// its halves in runs of 32 (a concat's boxes, a head dim of 64), and so does a [*, 37] bias. The
-// flat loop there vectorizes into gathers, which bf16 does not have (AVX-512 gathers 32-bit
-// lanes): Llama's bf16 rotary piece ran 2.8x eager's time, and 8x its tiles' (0.30 against
-// 0.037 ms, [8, 4, 128, 64]); f32 gathers cost 2x there. Below 16 a tile is a vector or less
-// and the per-tile index math outweighs it ([*, 12]: no faster than the gathers).
-constexpr int64_t kElementTile = 4096;
-
-std::optional<std::vector<IndexForm>> elementTileForms(const lower::Phase& ph, int64_t& tile) {
-  if (ph.reduce || ph.total < 2) return std::nullopt;
-  bool divides = false;
-  for (int id : ph.elems.insts) {
-    const Inst& in = ph.insts[static_cast<size_t>(id)];
-    divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
-  }
-  if (!divides) return std::nullopt;
-  for (int64_t t : tileSizes(ph, 16, kElementTile)) {
-    tile = t;
-    if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
-      return f;
-  }
-  return std::nullopt;
-}
-
-// Row tiles: the same for a reduce phase's walks over its rows (the stages and the per-element
-// block), whose index math divides the position in the row (GroupNorm's channel, k / 256 in a
-// row of 2048, reads gamma and beta per element): tiles of T positions, T dividing the walk's
-// blocks (walkRow) so that no tile straddles two.
-std::optional<std::vector<IndexForm>> rowTileForms(const lower::Phase& ph, int64_t& tile) {
-  if (!ph.reduce || ph.rowLength < 2) return std::nullopt;
-  bool divides = false;
-  std::vector<const lower::Block*> walks = {&ph.elems};
-  for (const lower::Stage& st : ph.stages) walks.push_back(&st.body);
-  for (const lower::Block* b : walks)
-    for (int id : b->insts) {
-      const Inst& in = ph.insts[static_cast<size_t>(id)];
-      divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
-    }
-  if (!divides) return std::nullopt;
-  for (int64_t t : tileSizes(ph, 64, kContiguousBlock)) {
-    tile = t;
-    bool fits = true;
-    for (const lower::Stage& st : ph.stages) {
-      bool wide = false;
-      for (int a : st.accs) wide = wide || isWide(ph.accs[static_cast<size_t>(a)]);
-      const int64_t block = contiguousWalk(ph, st) ? kContiguousBlock : kStridedBlock;
-      fits = fits && (!wide || ph.rowLength <= block || block % t == 0);
-    }
-    if (!fits) continue;
-    if (std::optional<std::vector<IndexForm>> f = tileForms(ph, tile, InstKind::LoopIndex))
-      return f;
-  }
-  return std::nullopt;
-}
-
-// Interleaved element loops. LLVM's loop vectorizer interleaves (runs several vector
-// iterations side by side) only loops it prices as small; an element loop whose body evaluates a
-// transcendental is a long chain of dependent vector instructions (an inline exp is ~15, a
-// sigmoid's division ~12 cycles more), so one iteration at a time leaves the core waiting on
-// latency. Such loops are interleaved kInterleave times (llvm.loop.interleave.count):
-// one thread on the dev VM (AMD EPYC, AVX-512), `stitch run` on
-// bench/torch/pieces/bf16_transcendentals.stitch, SwiGLU bf16 [1024, 640] 0.28 -> 0.22 ms,
-// BERT's exact bf16 GELU [1024, 1024] 0.29 -> 0.22, the f32 GELU 0.18 -> 0.16, a bf16 sigmoid
-// 0.195 -> 0.135 (2 interleaved: 0.16; no spills at 4 in their assembly). Bodies with more
-// such ops than kInterleaveMaxOps keep LLVM's choice: four copies of them would hold more live
-// vectors than AVX-512's 32 registers (a bound chosen, not measured). A division alone does not
-// count: softmax's last kernel (e / sum over [16384, 4096], bf16 out) and cross-entropy's
-// gradient, memory-bound, ran ~10% slower interleaved.
-constexpr int kInterleave = 4;
-constexpr int kInterleaveMaxOps = 4;
-
-bool latencyBound(const Inst& in) {
-  if (in.kind != InstKind::Op) return false;
-  switch (in.op) {
-    case OpCode::Exp:
-    case OpCode::Log:
-    case OpCode::Log1p:
-    case OpCode::Tanh:
-    case OpCode::Erf:
-    case OpCode::Sin:
-    case OpCode::Cos:
-    case OpCode::Sigmoid:
-    case OpCode::Pow: return ir::isFloat(in.dtype);
-    default: return false;
-  }
-}
-
-// The interleave count of a loop phase's element loop over `b` (0: LLVM's own choice),
-// counting the instructions its stores and checks need. `perElementIndexMath`: the loop divides
-// its index per element (a flat loop reading per-row values at i / n, no element tiles), which
-// the copies would repeat: cross-entropy's gradient over [4096, 32000] rows ran 9% slower
-// interleaved. Reduce phases keep LLVM's choice: interleaving their per-element walk made
-// GroupNorm + SiLU 15-22% faster but cross-entropy's training kernel 12% (f32) and 22% (bf16)
-// slower over [4096, 32000] rows, bench/gpu/graphs/cross_entropy_train.stitch.
-int interleaveFor(const lower::Phase& ph, const lower::Block& b, bool perElementIndexMath) {
-  std::vector<char> inBlock(ph.insts.size(), 0), seen(ph.insts.size(), 0);
-  std::vector<int> stack;
-  for (int id : b.insts) {
-    inBlock[static_cast<size_t>(id)] = 1;
-    const InstKind k = ph.insts[static_cast<size_t>(id)].kind;
-    if (k == InstKind::Store || k == InstKind::CheckIndex) stack.push_back(id);
-  }
-  int n = 0;
-  bool divides = false;
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(id)]) continue;
-    seen[static_cast<size_t>(id)] = 1;
-    const Inst& in = ph.insts[static_cast<size_t>(id)];
-    n += latencyBound(in) ? 1 : 0;
-    divides = divides || in.kind == InstKind::IDivC || in.kind == InstKind::IRemC;
-    for (int a : in.args) {
-      if (a >= 0 && inBlock[static_cast<size_t>(a)]) stack.push_back(a);
-    }
-  }
-  if (divides && perElementIndexMath) return 0;
-  return n >= 1 && n <= kInterleaveMaxOps ? kInterleave : 0;
-}
+// Column tiles (Phase::host, HostTiling::Column). A column or middle-axis reduction gives each
+// unit a walk down memory with a large stride; in a column tile, a tile of adjacent units walks
+// the rows together, the inner loop over the tile's units reading contiguous memory (vectorized)
+// into per-unit accumulator arrays. Each unit keeps the blocks of the unit-at-a-time loop (512
+// elements summed in the compute type, then into an f64 total), summed in row order within a
+// block where that loop kept several partial sums in vector lanes. The tile's code computes
+// index arithmetic once per tile at its first unit t and gives each use the value at unit t + j
+// as B + slope * j: the forms lower/tile_forms.h proves, for the tile the schedule chose. Element
+// and row tiles walk their elements and row positions the same way.
 
 class PhaseEmitter {
  public:
@@ -1422,26 +996,33 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
     wideSlots_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy()) : nullptr);
     accFinal_.push_back(nullptr);
   }
-  std::optional<std::vector<IndexForm>> forms =
-      ph_.reduce ? columnTileForms(ph_, tile_) : elementTileForms(ph_, tile_);
-  if (!forms && ph_.reduce && (forms = rowTileForms(ph_, tile_))) {
-    rowTiles_ = true;
+  // The walk the cpu target's schedule chose (Phase::host; lower/tile_forms.h's forms for it).
+  const lower::HostSchedule& host = ph_.host;
+  if (host.tiling != lower::HostTiling::None) {
+    std::optional<std::vector<IndexForm>> forms =
+        lower::tileForms(ph_, host.tile, lower::tiledIndex(host.tiling));
+    STITCH_INTERNAL(forms.has_value(), "phase {} was scheduled in tiles of {} it has no forms for",
+                    ph_.name, host.tile);
     forms_ = std::move(*forms);
+    tile_ = host.tile;
+    rowTiles_ = host.tiling == lower::HostTiling::Row;
     valsJ_.assign(ph_.insts.size(), nullptr);
-    forms.reset();
   }
-  if (forms) {
-    forms_ = std::move(*forms);
-    if (ph_.reduce) elemsDeps_ = *elemsDependencies(ph_);
-    valsJ_.assign(ph_.insts.size(), nullptr);
+  if (host.tiling == lower::HostTiling::Column) {
+    std::optional<lower::Block> deps = lower::elemsDependencies(ph_);
+    STITCH_INTERNAL(deps.has_value(), "phase {} was scheduled in column tiles it cannot run",
+                    ph_.name);
+    elemsDeps_ = std::move(*deps);
+  }
+  if (host.tiling == lower::HostTiling::Column || host.tiling == lower::HostTiling::Element) {
     for (const lower::Accumulator& a : ph_.accs) {
       accTiles_.push_back(B_.CreateAlloca(accType(a), i64(tile_)));
       wideTiles_.push_back(isWide(a) ? B_.CreateAlloca(B_.getDoubleTy(), i64(tile_)) : nullptr);
     }
   }
-  if (ph_.reduce && forms_.empty() && !ph_.stages.empty()) prefetched_ = prefetchedLoads(ph_);
-  if (ph_.reduce && (forms_.empty() || rowTiles_)) {
-    cache_ = lower::rowCache(ph_, kRowCacheBytes);
+  prefetched_ = host.prefetched;
+  if (ph_.reduce && host.rowCacheBytes > 0) {
+    cache_ = lower::rowCache(ph_, host.rowCacheBytes);
     for (const lower::RowCache::Slot& s : cache_.slots)
       rowArrays_.push_back(B_.CreateAlloca(ctype(s.dtype), rowLength()));
   }
@@ -1451,7 +1032,7 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
     llvm::Value* lo = B_.CreateMul(begin, chunk);
     llvm::Value* hi = B_.CreateMul(end, chunk);
     hi = B_.CreateSelect(B_.CreateICmpSLT(hi, total), hi, total);
-    const int interleave = interleaveFor(ph_, ph_.elems, forms_.empty());
+    const int interleave = host.interleave;
     if (!forms_.empty()) {
       tiles(lo, hi, [&](llvm::Value* t, llvm::Value* jlo, llvm::Value* jhi) {
         loop(
@@ -1528,60 +1109,6 @@ void PhaseEmitter::emit(const std::string& name, llvm::GlobalValue::LinkageTypes
                fmt::format("llvm emitter: invalid function {}: {}", name, err));
 }
 
-// Streaming stores (runtime/cpu/streaming_stores.h) pay where a phase waits on memory; where its
-// arithmetic bounds it they cost time instead (measured on the dev VM's Zen 4, `stitch run`, 2
-// threads: layer norm 7.8 -> 5.8 ms, Adam 6.9 -> 5.0, bias + GELU + residual (one erf in 12
-// bytes an element) 8.8 -> 7.4, but softmax (one exp in 8 bytes) 8.2 -> 9.6). A phase counts as
-// waiting on memory when it computes at most one transcendental per this many bytes it moves an
-// element, or when it walks rows long enough for next-row prefetch (PhaseEmitter::prefetchNext):
-// with both, cross-entropy's 128 KB rows went 8.2 -> 6.7 ms and a softmax over rows of 4096
-// 30 -> 19 ms (the same runs, alternated), where streaming alone gained less and prefetch alone
-// little.
-constexpr int64_t kStreamingBytesPerTranscendental = 12;
-
-// The buffers phase `ph` writes with streaming stores, as the attribute's text: those it writes
-// and does not read, when the buffers its walks touch hold at least `threshold` bytes and it
-// waits on memory (above). Past that size the phase's own traffic has pushed its first outputs
-// out of the last-level cache before any consumer runs, so keeping them cached buys nothing.
-std::string streamedBuffers(const lower::KernelProgram& p, const lower::Phase& ph,
-                            int64_t threshold) {
-  if (threshold <= 0) return "";
-  int64_t transcendentals = 0;
-  std::vector<int> touched;  // params the walks load or store
-  auto scan = [&](const lower::Block& b) {
-    for (int id : b.insts) {
-      const Inst& in = ph.insts[static_cast<size_t>(id)];
-      if (in.kind == InstKind::Op && lower::isTranscendental(in.op)) ++transcendentals;
-      if (in.kind != InstKind::Load && in.kind != InstKind::Store) continue;
-      const int param = ph.buffers[static_cast<size_t>(in.buffer)];
-      if (std::find(touched.begin(), touched.end(), param) == touched.end())
-        touched.push_back(param);
-    }
-  };
-  for (const lower::Stage& st : ph.stages) scan(st.body);
-  scan(ph.elems);
-  // Bytes an element over the buffers of about the walk's size: a bias or a row's statistics
-  // stay in cache.
-  const int64_t domain = ph.reduce ? ph.units * ph.rowLength : ph.total;
-  int64_t bytes = 0, perElement = 0;
-  for (int param : touched) {
-    const lower::Param& q = p.params.at(static_cast<size_t>(param));
-    bytes += q.elements * ir::dtypeBytes(q.dtype);  // lowering's sizes are checked products
-    if (q.elements * 2 >= domain) perElement += ir::dtypeBytes(q.dtype);
-  }
-  const bool prefetching = ph.reduce && !ph.stages.empty() && !prefetchedLoads(ph).empty();
-  if (bytes < threshold ||
-      (!prefetching && transcendentals * kStreamingBytesPerTranscendental > perElement))
-    return "";
-  std::string out;
-  const auto inputsEnd = ph.buffers.begin() + ph.numInputs;
-  for (size_t i = static_cast<size_t>(ph.numInputs); i < ph.buffers.size(); ++i)
-    if (std::find(ph.buffers.begin(), inputsEnd, ph.buffers[i]) == inputsEnd &&
-        std::find(touched.begin(), touched.end(), ph.buffers[i]) != touched.end())
-      out += fmt::format("{}{}", out.empty() ? "" : ",", i);
-  return out;
-}
-
 // Row lengths that are a multiple of this are the ones a specialized kernel walks without a
 // remainder loop (the f32 vector loop's step on AVX-512: 16 lanes, unrolled 4 times; f64's 32
 // divides it), and the common ones (sequence lengths of 128, 256, 384, 512). A class kernel's
@@ -1623,7 +1150,7 @@ void emitRowDispatch(llvm::Module& m, const std::string& name, size_t numBuffers
 }  // namespace
 
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
-                                     llvm::Module& m, const HostEmitOptions& options) {
+                                     llvm::Module& m) {
   std::vector<std::string> names;
   for (size_t i = 0; i < p.phases.size(); ++i) {
     std::string name = fmt::format("{}_{}", prefix, i);
@@ -1645,28 +1172,13 @@ std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::s
       made = {m.getFunction(name)};
     }
     // On every function the phase's stores may end up in after inlining.
-    std::string streamed = streamedBuffers(p, ph, options.streamingStoreBytes);
+    std::string streamed;
+    for (int b : ph.host.streamed) streamed += fmt::format("{}{}", streamed.empty() ? "" : ",", b);
     if (!streamed.empty())
       for (llvm::Function* f : made) f->addFnAttr(rt::cpu::kStreamingBuffersAttr, streamed);
     names.push_back(name);
   }
   return names;
-}
-
-int64_t columnTile(const lower::Phase& ph) {
-  int64_t tile = 0;
-  return columnTileForms(ph, tile) ? tile : 0;
-}
-
-int64_t rowTile(const lower::Phase& ph) {
-  int64_t tile = 0;
-  if (columnTile(ph) > 0) return 0;
-  return rowTileForms(ph, tile) ? tile : 0;
-}
-
-int64_t elementTile(const lower::Phase& ph) {
-  int64_t tile = 0;
-  return elementTileForms(ph, tile) ? tile : 0;
 }
 
 namespace {
@@ -1680,21 +1192,19 @@ std::string printModule(const llvm::Module& m) {
 
 }  // namespace
 
-std::string programIR(const lower::KernelProgram& p, const std::string& prefix,
-                      const HostEmitOptions& options) {
+std::string programIR(const lower::KernelProgram& p, const std::string& prefix) {
   llvm::LLVMContext ctx;
   llvm::Module m(prefix, ctx);
-  emitProgram(p, prefix, m, options);
+  emitProgram(p, prefix, m);
   return printModule(m);
 }
 
 NamedIR namedProgramIR(const lower::KernelProgram& p,
-                       const std::function<std::string(const std::string&)>& prefixFor,
-                       const HostEmitOptions& options) {
+                       const std::function<std::string(const std::string&)>& prefixFor) {
   static const std::string kNeutral = "stitch_kernel";
   llvm::LLVMContext ctx;
   llvm::Module m(kNeutral, ctx);
-  emitProgram(p, kNeutral, m, options);
+  emitProgram(p, kNeutral, m);
   NamedIR out;
   out.keyText = printModule(m);
   out.prefix = prefixFor(out.keyText);

@@ -21,21 +21,21 @@
 // accumulate in the compute type (f32 for f16/bf16/f32); float sums are marked reassociable so the
 // vectorizer keeps partial sums, and are blocked: each block (4096 elements of a contiguous row,
 // 512 of a strided one) is summed in the compute type and added to an f64 total, so the error does
-// not grow with the row (the reference sums in f64; an f32 running total of a long row drops the
-// small addends). Means divide the f64 total. Float products hold an underflowed product of nonzero
-// factors at the smallest subnormal (the reference's rule: +-inf times it is
-// +-inf, not NaN), which keeps their loops scalar. Element loops are plain counted loops over
-// contiguous indices, so the loop vectorizer sees them. Column and middle-axis reductions (units
-// adjacent in memory, each walking its row with a stride) run in column tiles: a tile of
-// adjacent units walks the rows together, the inner loop over the units contiguous in memory and
-// vectorized, each unit with its own accumulators (columnTile; the proof that the tile's index
-// arithmetic is affine is in the .cpp). Loop phases whose operands broadcast along inner axes
-// (a bias read at i % C) run in element tiles the same way (elementTile), so that their indices
-// are affine in the inner loop and LLVM's vectorizer can check them for overlap; so do the walks
-// over a row whose index divides the position in the row (rowTile: GroupNorm's channel).
-// A phase that moves more than HostEmitOptions::streamingStoreBytes and computes few
-// transcendentals an element names the buffers it only writes in a function attribute, and the
-// JIT writes them with non-temporal stores after optimizing (runtime/cpu/streaming_stores.h).
+// not grow with the row (the reference sums in f64; lower/tile_forms.h). Means divide the f64
+// total. Float products hold an underflowed product of nonzero factors at the smallest subnormal
+// (the reference's rule: +-inf times it is +-inf, not NaN), which keeps their loops scalar.
+// Element loops are plain counted loops over contiguous indices, so the loop vectorizer sees
+// them.
+//
+// The emitter only emits: how each phase is walked is the cpu target's schedule
+// (src/target/cpu/host_schedule.h), read from Phase::host: column tiles (a tile of adjacent units
+// walks the rows together, the inner loop over the units contiguous in memory and vectorized,
+// each unit with its own accumulators), element tiles and row tiles (indices affine in the inner
+// loop, which LLVM's vectorizer can check for overlap), all with the index forms
+// lower/tile_forms.h proves; next-row prefetch of the listed loads; row caches up to the given
+// bytes; the element loop's interleave count; and the buffers written with streaming stores,
+// named in a function attribute that the JIT rewrites into non-temporal stores after optimizing
+// (runtime/cpu/streaming_stores.h). An unscheduled program runs plain loops.
 #pragma once
 
 #include <functional>
@@ -52,28 +52,13 @@ class Module;
 
 namespace stitch::codegen {
 
-struct HostEmitOptions {
-  // A phase whose buffers hold at least this many bytes writes the buffers it only writes with
-  // streaming stores (named in a function attribute for runtime/cpu/streaming_stores.h, which
-  // rewrites the stores after the optimizer); 0: never.
-  int64_t streamingStoreBytes = 0;
-};
-
 // Adds one function per phase of `p` to `m`, named `prefix` + "_" + phase index; returns the
 // function names in phase order.
 std::vector<std::string> emitProgram(const lower::KernelProgram& p, const std::string& prefix,
-                                     llvm::Module& m, const HostEmitOptions& options = {});
-
-// The units per column tile emitProgram runs phase `ph` in (0: one unit at a time).
-int64_t columnTile(const lower::Phase& ph);
-// The elements per element tile emitProgram runs loop phase `ph` in (0: one flat loop).
-int64_t elementTile(const lower::Phase& ph);
-// The row positions per row tile emitProgram walks reduce phase `ph`'s rows in (0: plain loops).
-int64_t rowTile(const lower::Phase& ph);
+                                     llvm::Module& m);
 
 // The LLVM IR text of `p` as emitProgram makes it (before optimization), for dumps.
-std::string programIR(const lower::KernelProgram& p, const std::string& prefix,
-                      const HostEmitOptions& options = {});
+std::string programIR(const lower::KernelProgram& p, const std::string& prefix);
 
 // The IR of `p` twice: `keyText` with neutral function names, what a cache key is made of (equal
 // for the programs of one shape class: lower/size_args.h), and `text`, the same module with its
@@ -86,7 +71,6 @@ struct NamedIR {
   std::string text;
 };
 NamedIR namedProgramIR(const lower::KernelProgram& p,
-                       const std::function<std::string(const std::string&)>& prefixFor,
-                       const HostEmitOptions& options = {});
+                       const std::function<std::string(const std::string&)>& prefixFor);
 
 }  // namespace stitch::codegen

@@ -1,19 +1,19 @@
 // The cpu target: kernels for the host, as LLVM IR the cpu backend's ORC JIT compiles.
 //
 // Facts: the built-in host profile (fusion/hardware.cpp) with the cpu backend's own machine laid
-// over it (rt::HostProfile: threads, SIMD width, caches, the bandwidth it measured). Schedule: a
-// phase's units are dealt to the thread pool in tasks of at least `grain` units, so that one task
-// covers facts().taskElements elements (a loop phase's units are chunks of elements, a reduce
-// phase's are rows); a phase with workers runs one worker per unit instead
-// (lower/column_partials.h). Where the emitter decides the vector tiles, prefetch and streaming
-// stores (codegen/llvm/llvm_emitter.h) it reads them from the program and from the streaming-store
-// size the backend set (rt::HostCompileOptions).
+// over it (rt::HostProfile: threads, SIMD width, caches, the bandwidth it measured). Schedule
+// (host_schedule.h): every choice of how a phase runs, made on the lowered program: its task
+// grain (a task covers facts().taskElements elements; a phase with workers runs one worker per
+// unit instead, lower/column_partials.h), its tiles, prefetch, row caches, interleaving and the
+// buffers it streams past the backend's streaming-store size (rt::HostCompileOptions). Emit: the
+// LLVM emitter carries the schedule out (codegen/llvm/llvm_emitter.h).
 #include <fmt/format.h>
 
 #include <chrono>
 
 #include "runtime/backend.h"
 #include "runtime/support/error.h"
+#include "target/cpu/host_schedule.h"
 #include "target/keys.h"
 #include "target/target.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -68,13 +68,9 @@ class CpuTarget final : public Target {
   // A host kernel's launch is its plan's mapping: a task per facts().taskElements.
   const fusion::Scheduler* scheduler() const override { return nullptr; }
 
+  // Grain, tiles, prefetch, row caches, interleaving and streaming stores (host_schedule.h).
   void schedule(lower::KernelProgram& p) const override {
-    const int64_t task = facts().taskElements;
-    STITCH_INTERNAL(task > 0, "the host profile has no task size");
-    for (lower::Phase& ph : p.phases) {
-      const int64_t perUnit = ph.reduce ? ph.rowLength : ph.chunk;
-      ph.grain = std::max<int64_t>(1, task / std::max<int64_t>(perUnit, 1));
-    }
+    cpu::scheduleHost(p, facts().taskElements, description().hostOptions.streamingStoreBytes);
   }
 
   std::vector<rt::KernelCode> emit(const lower::KernelProgram& p) const override {
@@ -88,8 +84,7 @@ class CpuTarget final : public Target {
                                 [&](const std::string& keyText) {
                                   code.key = hostKernelKey(keyText, t.host, t.hostOptions);
                                   return fmt::format("stitch_{:016x}", code.key.hash());
-                                },
-                                {t.hostOptions.streamingStoreBytes});
+                                });
     code.language = std::string(language());
     code.text = std::move(ir.text);
     // namedProgramIR names phase i PREFIX_i (llvm_emitter.h).
