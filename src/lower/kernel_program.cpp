@@ -1226,9 +1226,6 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       if (box && dom != domain) pb.refines(domain, reduced);
       if (launch == nullptr) pb.keepViews();
       pb.build(stores);
-      if (ph.reduce) {
-        ph.levels.threadsPerBlock = k.mapping.threadsPerBlock;
-      }
       prog.phases.push_back(std::move(ph));
     };
     // Second-level reductions (grid barriers): phase A stores their operand per row, phase B
@@ -1364,7 +1361,6 @@ KernelProgram lowerKernelWithShapes(const ir::Graph& g, const fusion::Kernel& k,
       combine.name = fmt::format("p{}_columns", partNo);
       PhaseBuilder pb(g, shapes, combine, materialized, inKernel, checkNodes);
       pb.buildCombine(workers, rowLength, partials, combineStores);
-      combine.levels.threadsPerBlock = k.mapping.threadsPerBlock;
       prog.phases.push_back(std::move(combine));
     }
     ++partNo;

@@ -36,7 +36,7 @@
 namespace stitch::lower {
 
 // Bump when the encoding or the set of fields changes, so old keys can never equal new ones.
-inline constexpr uint32_t kProgramFormat = 6;
+inline constexpr uint32_t kProgramFormat = 7;
 
 // The encoding (support/canonical.h), shared with the other parts of cache keys.
 using stitch::canonicalBytes;
