@@ -6,6 +6,7 @@
 #include "codegen/llvm/llvm_emitter.h"
 #endif
 #include "runtime/support/hash.h"
+#include "target/gpu/gpu_schedule.h"
 
 namespace stitch::target {
 
@@ -83,7 +84,9 @@ rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& t
 rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& options,
                           const rt::GpuCompilerId& compiler) {
-  return gpuKernelKey(codegen::emitGpuKernel(p, target, options).source, target, options, compiler);
+  return gpuKernelKey(
+      codegen::emitGpuKernel(scheduledFor(p, target, options.aligned), target, options).source,
+      target, options, compiler);
 }
 
 }  // namespace stitch::target

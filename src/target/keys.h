@@ -38,7 +38,8 @@ rt::CacheKey hostKernelKey(const lower::KernelProgram& p, const rt::HostTarget& 
 rt::CacheKey gpuKernelKey(const std::string& source, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& options,
                           const rt::GpuCompilerId& compiler);
-// The same from a program: its source emitted for target and options.
+// The same from a program: its source emitted for target and options, as scheduled for them
+// (target/gpu/gpu_schedule.h).
 rt::CacheKey gpuKernelKey(const lower::KernelProgram& p, const codegen::GpuTarget& target,
                           const codegen::GpuEmitOptions& options,
                           const rt::GpuCompilerId& compiler);

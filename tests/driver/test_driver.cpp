@@ -17,6 +17,7 @@
 #include "common/example_graphs.h"
 #include "driver/driver.h"
 #include "runtime/backend.h"
+#include "target/gpu/gpu_schedule.h"
 #include "target/keys.h"
 #if defined(STITCH_HAVE_LLVM)
 #include "codegen/llvm/llvm_emitter.h"
@@ -59,7 +60,8 @@ void expectForm(const lower::KernelProgram& p, const rt::Target& t, const rt::Ke
   bool aligned = form == 0;
   EXPECT_EQ(code.requiresAlignment, aligned) << what;
   EXPECT_EQ(code.language, g.dialect) << what;
-  codegen::GpuKernelSource src = codegen::emitGpuKernel(p, g, {aligned});
+  codegen::GpuKernelSource src =
+      codegen::emitGpuKernel(target::scheduledFor(p, g, aligned), g, {aligned});
   EXPECT_EQ(code.text, src.source) << what;
   EXPECT_EQ(code.key.canonical(), target::gpuKernelKey(p, g, {aligned}, t.compiler).canonical())
       << what;

@@ -33,6 +33,7 @@
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
+#include "target/gpu/gpu_schedule.h"
 
 using namespace stitch;
 
@@ -214,8 +215,9 @@ TEST(GpuEmitter, EntriesAndDeterminism) {
                           stitch::testing::plannerOptions({}, *fusion::findProfile("sm_90")));
     for (const fusion::Kernel& k : plan.kernels) {
       lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
-      codegen::GpuKernelSource a = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
-      codegen::GpuKernelSource b = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
+      const codegen::GpuTarget sm90 = codegen::gpuTarget("sm_90");
+      codegen::GpuKernelSource a = codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
+      codegen::GpuKernelSource b = codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
       EXPECT_EQ(a.source, b.source) << ng.name;
       EXPECT_EQ(a.phases.size(), p.phases.size()) << ng.name;
       EXPECT_EQ(a.cooperative.function.empty(), p.phases.size() == 1) << ng.name;
@@ -239,7 +241,9 @@ TEST(GpuEmitter, IncludesOnlyTheTemplatesItUses) {
                           stitch::testing::plannerOptions({}, *fusion::findProfile("sm_90")));
     for (const fusion::Kernel& k : plan.kernels) {
       lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
-      codegen::GpuKernelSource src = codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"));
+      const codegen::GpuTarget sm90 = codegen::gpuTarget("sm_90");
+      codegen::GpuKernelSource src =
+          codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
       bool reduce = false;
       for (const codegen::PhaseSchedule& s : src.schedule.phases) reduce = reduce || s.reduce;
       auto includes = [&](const char* h) {
@@ -294,7 +298,7 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
           // walked part by part, views keeping their coordinates), which no GPU runs.
           lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
           lower::scheduleLaunch(p, lower::launchTarget(hw), /*aligned=*/true);
-          codegen::GpuKernelSource src = codegen::emitGpuKernel(p, t);
+          codegen::GpuKernelSource src = codegen::emitGpuKernel(target::scheduledFor(p, t, true), t);
           const bool several = src.phases.size() > 1;
           const codegen::GpuLaunch& launched = several ? src.cooperative : src.phases.at(0);
           ++kernels;

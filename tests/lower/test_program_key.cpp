@@ -36,6 +36,7 @@
 #include "passes/pipeline.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
+#include "target/gpu/gpu_schedule.h"
 #include "target/keys.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
@@ -507,7 +508,9 @@ TEST(ProgramKey, ReductionKindChangesTheKey) {
 
 // The GPU source of p (aligned, sm_90): what its key is made of.
 std::string gpuSource(const KernelProgram& p) {
-  return codegen::emitGpuKernel(p, codegen::gpuTarget("sm_90"), codegen::GpuEmitOptions{true})
+  const codegen::GpuTarget sm90 = codegen::gpuTarget("sm_90");
+  return codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90,
+                                codegen::GpuEmitOptions{true})
       .source;
 }
 

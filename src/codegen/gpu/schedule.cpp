@@ -2,6 +2,7 @@
 #include "codegen/gpu/schedule.h"
 
 #include "lower/launch.h"
+#include "runtime/support/error.h"
 
 namespace stitch::codegen {
 
@@ -11,12 +12,11 @@ lower::LaunchTarget launchTarget(const GpuTarget& target) {
 
 KernelSchedule scheduleKernel(const lower::KernelProgram& p, const GpuTarget& target,
                               bool aligned) {
-  const lower::LaunchTarget t = launchTarget(target);
-  std::vector<lower::Levels> decided;
-  if (!lower::launchDecidedFor(p, t, aligned)) decided = lower::decideLaunch(p, t, aligned);
-  auto levels = [&](size_t i) -> const lower::Levels& {
-    return decided.empty() ? p.phases[i].levels : decided[i];
-  };
+  STITCH_INTERNAL(lower::launchDecidedFor(p, launchTarget(target), aligned),
+                  "kernel program {} was not scheduled for {} with {} buffers: its target's "
+                  "schedule() decides the launch the emitter prints (target/gpu/gpu_schedule.h)",
+                  p.name, target.arch, aligned ? "aligned" : "unaligned");
+  auto levels = [&](size_t i) -> const lower::Levels& { return p.phases[i].levels; };
   KernelSchedule ks;
   ks.aligned = aligned;
   if (!p.phases.empty()) {

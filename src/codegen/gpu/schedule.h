@@ -6,9 +6,9 @@
 // priced for several phases). This module only gathers it for the emitter and adds what is
 // specific to the printed code: which loads and stores are vector accesses.
 //
-// When the program's levels were decided for other machine facts (a device with another SM
-// count) or for the other alignment variant, the same decision (lower::decideLaunch) is made
-// here for this target; the program is not changed.
+// The program must have been scheduled for this target and alignment variant (its levels
+// decided for them: target/gpu/gpu_schedule.h); the emitter decides no launch of its own, and
+// one scheduled for other machine facts or the other variant is an internal error.
 //
 // Vector accesses: an access (load or store) is vectorized when its index is unit-stride over
 // the V elements of a group and provably a multiple of V at the group's start (lower::

@@ -6,8 +6,8 @@
 // multiprocessors and warp width, else the arch's nominal ones), then what the device reports and
 // measured (rt::DeviceProfile). Schedule: the launch of every phase (lower/launch.h), decided for
 // the same machine facts the planner priced, for 16-byte aligned buffers; emit() makes that
-// aligned form and a form for any alignment (compiled only when a run needs it), and the emitter
-// re-decides the launch of the second (codegen/gpu/schedule.h).
+// aligned form and a form for any alignment (compiled only when a run needs it), whose launch it
+// decides first (gpu_schedule.h): the emitter prints launches and decides none.
 #include "codegen/gpu/gpu_target.h"
 
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "lower/launch.h"
+#include "target/gpu/gpu_schedule.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
 #include "runtime/support/error.h"
@@ -121,7 +122,8 @@ class DeviceTarget final : public Target {
     std::vector<rt::KernelCode> forms;
     for (bool aligned : {true, false}) {
       const codegen::GpuEmitOptions options{aligned};
-      codegen::GpuKernelSource src = codegen::emitGpuKernel(p, emitter_, options);
+      codegen::GpuKernelSource src =
+          codegen::emitGpuKernel(scheduledFor(p, emitter_, aligned), emitter_, options);
       rt::KernelCode code;
       code.key = gpuKernelKey(src.source, emitter_, options, description().compiler);
       code.language = std::string(language());

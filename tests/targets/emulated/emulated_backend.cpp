@@ -31,6 +31,7 @@
 #include "runtime/host_backend.h"
 #include "runtime/index_checks.h"
 #include "runtime/support/error.h"
+#include "target/gpu/gpu_schedule.h"
 #include "target/keys.h"
 #include "target/target.h"
 
@@ -71,7 +72,8 @@ class EmulatedTarget final : public target::Target {
   }
   std::vector<rt::KernelCode> emit(const lower::KernelProgram& p) const override {
     const codegen::GpuEmitOptions options{/*aligned=*/false};
-    codegen::GpuKernelSource src = codegen::emitGpuKernel(p, emitter_, options);
+    codegen::GpuKernelSource src =
+        codegen::emitGpuKernel(target::scheduledFor(p, emitter_, options.aligned), emitter_, options);
     rt::KernelCode code;
     code.key = target::gpuKernelKey(src.source, emitter_, options, compilerId());
     code.language = "cuda";
