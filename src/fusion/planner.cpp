@@ -86,8 +86,20 @@ struct Partition {
   double total = 0;
 };
 
-// Visited marks for the cycle check, reused across searches (one set per thread): a stamp per
-// search.
+Partition singletons(const PlanContext& ctx, Analyses& analyses) {
+  Partition p;
+  p.groupOf.assign(ctx.graph.nodes().size(), -1);
+  for (int n : ctx.planned) {
+    p.groupOf[n] = static_cast<int>(p.groups.size());
+    p.groups.push_back({n});
+    p.costs.push_back(analyses.cost({n}));
+    p.total += p.costs.back();
+  }
+  return p;
+}
+
+// Visited marks for the cycle check and the successor lists, reused across searches (one set
+// per use and thread): a stamp per search.
 struct Visited {
   std::vector<uint32_t> mark;
   uint32_t stamp = 0;
@@ -105,25 +117,15 @@ struct Visited {
   }
 };
 
-Partition singletons(const PlanContext& ctx, Analyses& analyses) {
-  Partition p;
-  p.groupOf.assign(ctx.graph.nodes().size(), -1);
-  for (int n : ctx.planned) {
-    p.groupOf[n] = static_cast<int>(p.groups.size());
-    p.groups.push_back({n});
-    p.costs.push_back(analyses.cost({n}));
-    p.total += p.costs.back();
-  }
-  return p;
-}
-
 // Groups that consume a value of group g (other than g).
 std::vector<int> successors(const PlanContext& ctx, const Partition& p, int g) {
   std::vector<int> out;
+  thread_local Visited listed;
+  listed.reset(p.groups.size());
   for (int n : p.groups[g])
     for (int c : ctx.consumers[n]) {
       int h = p.groupOf[c];
-      if (h >= 0 && h != g && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+      if (h >= 0 && h != g && listed.insert(h)) out.push_back(h);
     }
   return out;
 }
@@ -237,12 +239,15 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
                  bool exact) {
   std::vector<int> version(p.groups.size(), 0);
   std::priority_queue<Candidate> queue;
+  std::vector<int> merged;  // scratch: the candidate's nodes
   // `later`: only partners after a, so the first sweep evaluates each pair once.
   auto consider = [&](int a, bool later) {
     for (int b : partners(ctx, p, a, allPairs)) {
       if (later && b < a) continue;
       if (p.groups[a].size() + p.groups[b].size() > kMaxGroupNodes) continue;
-      std::vector<int> merged = unite(p.groups[a], p.groups[b]);
+      merged.clear();
+      std::merge(p.groups[a].begin(), p.groups[a].end(), p.groups[b].begin(), p.groups[b].end(),
+                 std::back_inserter(merged));
       double c = analyses.cost(merged);
       double gain = p.costs[a] + p.costs[b] - c;
       if (gain > kMinGain) queue.push({gain, a, b, version[a], version[b]});

@@ -10,13 +10,13 @@ namespace stitch::lower {
 bool isWide(const Accumulator& a) {
   return ir::isFloat(a.dtype) && (a.op == ReduceOp::Sum || a.op == ReduceOp::Mean);
 }
+
 bool contiguousWalk(const Phase& ph, const Stage& st) {
   try {
     for (int id : st.body.insts) {
       const Inst& in = ph.insts[static_cast<size_t>(id)];
       if (in.kind != InstKind::Load) continue;
-      int64_t step =
-          evalIndex(ph, in.args[0], 0, 1) - evalIndex(ph, in.args[0], 0, 0);
+      int64_t step = evalIndex(ph, in.args[0], 0, 1) - evalIndex(ph, in.args[0], 0, 0);
       if (step != 0 && step != 1) return false;
     }
   } catch (const std::exception&) {
@@ -24,12 +24,13 @@ bool contiguousWalk(const Phase& ph, const Stage& st) {
   }
   return true;
 }
+
 bool isIndexKind(InstKind k) {
   return k == InstKind::UnitIndex || k == InstKind::LoopIndex || k == InstKind::IAdd ||
          k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
 }
-std::optional<std::vector<IndexForm>> tileForms(const Phase& ph, int64_t T,
-                                                InstKind varying) {
+
+std::optional<std::vector<IndexForm>> tileForms(const Phase& ph, int64_t T, InstKind varying) {
   const size_t n = ph.insts.size();
   std::vector<IndexForm> f(n);
   std::vector<uint8_t> state(n, 0);  // 0 new, 1 in progress, 2 done
@@ -155,6 +156,7 @@ std::optional<std::vector<IndexForm>> tileForms(const Phase& ph, int64_t T,
     }
   return f;
 }
+
 std::optional<Block> elemsDependencies(const Phase& ph) {
   std::vector<bool> own(ph.insts.size(), false), post(ph.insts.size(), false);
   for (const Block* b : {&ph.pre, &ph.elems})

@@ -54,8 +54,8 @@
 #include "runtime/cpu/math_library.h"
 #include "runtime/cpu/orc_jit.h"
 #include "runtime/cpu/streaming_stores.h"
-#include "target/cpu/host_schedule.h"
 #include "runtime/cpu/vector_math.h"
+#include "target/cpu/host_schedule.h"
 #include "testing/random_graph.h"
 #include "testing/reference_check.h"
 
@@ -1231,9 +1231,9 @@ graph short(x: f32[N, 1000]) {
          fusion::planGraph(g, b, *fusion::findProfile("host"),
                            stitch::testing::plannerOptions({}, *fusion::findProfile("host")))
              .kernels)
-      prefetches = prefetches ||
-                   codegen::programIR(lowerForHost(g, k, b), "t").find("llvm.prefetch") !=
-                       std::string::npos;
+      prefetches =
+          prefetches ||
+          codegen::programIR(lowerForHost(g, k, b), "t").find("llvm.prefetch") != std::string::npos;
     EXPECT_EQ(prefetches, c.prefetches) << c.text;
     Compiled compiled = compileGraph(g, b, fusion::Mode::Stitch, 3, nullptr, /*streamBytes=*/1);
     EXPECT_TRUE(streamsAny(compiled) || !c.prefetches) << c.text;

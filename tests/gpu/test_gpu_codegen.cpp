@@ -216,8 +216,10 @@ TEST(GpuEmitter, EntriesAndDeterminism) {
     for (const fusion::Kernel& k : plan.kernels) {
       lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings);
       const codegen::GpuTarget sm90 = codegen::gpuTarget("sm_90");
-      codegen::GpuKernelSource a = codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
-      codegen::GpuKernelSource b = codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
+      codegen::GpuKernelSource a =
+          codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
+      codegen::GpuKernelSource b =
+          codegen::emitGpuKernel(target::scheduledFor(p, sm90, true), sm90);
       EXPECT_EQ(a.source, b.source) << ng.name;
       EXPECT_EQ(a.phases.size(), p.phases.size()) << ng.name;
       EXPECT_EQ(a.cooperative.function.empty(), p.phases.size() == 1) << ng.name;
@@ -298,7 +300,8 @@ TEST(GpuSchedule, PlannerPricesTheLaunchTheEmitterProduces) {
           // walked part by part, views keeping their coordinates), which no GPU runs.
           lower::KernelProgram p = lower::lowerKernel(g, k, ng.bindings, lower::launchTarget(hw));
           lower::scheduleLaunch(p, lower::launchTarget(hw), /*aligned=*/true);
-          codegen::GpuKernelSource src = codegen::emitGpuKernel(target::scheduledFor(p, t, true), t);
+          codegen::GpuKernelSource src =
+              codegen::emitGpuKernel(target::scheduledFor(p, t, true), t);
           const bool several = src.phases.size() > 1;
           const codegen::GpuLaunch& launched = several ? src.cooperative : src.phases.at(0);
           ++kernels;

@@ -268,8 +268,8 @@ class Mutations {
  private:
   void phase(const Phase& ph, const std::string& at, Getter<Phase> get) {
     const auto& [name, reduce, units, grain, chunk, total, rowLength, workers, workerBlocks, split,
-                 levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post,
-                 elems, host] = ph;
+                 levels, domain, reduced, buffers, numInputs, insts, accs, pre, stages, post, elems,
+                 host] = ph;
     scalar<std::string>(
         "Phase::name", at, [get](KernelProgram & q) -> auto& { return get(q).name; });
     scalar<bool>(

@@ -31,12 +31,12 @@ namespace stitch::codegen {
 
 using ir::DType;
 using ir::OpCode;
-using lower::Inst;
+using lower::contiguousWalk;
 using lower::IndexForm;
+using lower::Inst;
 using lower::InstKind;
 using lower::isIndexKind;
 using lower::isWide;
-using lower::contiguousWalk;
 using lower::kContiguousBlock;
 using lower::kStridedBlock;
 

@@ -79,12 +79,10 @@ class CpuTarget final : public Target {
     rt::KernelCode code;
     // Symbols are a function of the key, so an object from the disk cache defines the names this
     // process looks up, and two kernels never define one name in one JIT.
-    codegen::NamedIR ir =
-        codegen::namedProgramIR(p,
-                                [&](const std::string& keyText) {
-                                  code.key = hostKernelKey(keyText, t.host, t.hostOptions);
-                                  return fmt::format("stitch_{:016x}", code.key.hash());
-                                });
+    codegen::NamedIR ir = codegen::namedProgramIR(p, [&](const std::string& keyText) {
+      code.key = hostKernelKey(keyText, t.host, t.hostOptions);
+      return fmt::format("stitch_{:016x}", code.key.hash());
+    });
     code.language = std::string(language());
     code.text = std::move(ir.text);
     // namedProgramIR names phase i PREFIX_i (llvm_emitter.h).

@@ -22,9 +22,10 @@ namespace {
 // to this many bytes of arrays a phase: cross-entropy's rows of 32000 f32 fit, in L2 as the row
 // itself does.
 constexpr int64_t kRowCacheBytes = 128 * 1024;
-// Next-row prefetch (see PhaseEmitter::prefetchNext): rows of at least this many bytes a
-// buffer, prefetched this many row positions at a time during the second walk.
+
+// Next-row prefetch (the emitter's prefetchNext): rows of at least this many bytes a buffer.
 constexpr int64_t kPrefetchRowBytes = 16 * 1024;
+
 // The loads of a row phase's first walk that next-row prefetch covers (the emitter's
 // prefetchNext): contiguous along the row (step 1), moving with the unit, in rows of at least
 // kPrefetchRowBytes; one per distinct buffer and address.
@@ -50,12 +51,14 @@ std::vector<int> prefetchedLoads(const Phase& ph) {
   }
   return ids;
 }
+
 // Tiles as wide as a [*, 2048] f32 row (8 KB a row: the hardware prefetchers follow such runs
 // as they follow a row walk; 256-unit tiles ran a [8192, 2048] column sum 2.5x slower than the
 // row sum of the same bytes, 2048-unit tiles as fast), with at most kTileAccBytes of
 // accumulator arrays (L2).
 constexpr int64_t kColumnTile = 2048;
 constexpr int64_t kTileAccBytes = 128 * 1024;
+
 // Tile sizes to try, largest first, in [least, most]: powers of two, and the largest divisor of
 // each division's constant that fits (a [*, 300] column tiles by 300, not by a power of two:
 // u / 300 and u % 300 cross no multiple of 300 inside an aligned tile of 300).
@@ -74,6 +77,13 @@ std::vector<int64_t> tileSizes(const Phase& ph, int64_t least, int64_t most) {
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   return sizes;
 }
+// Column tiles. A column or middle-axis reduction gives each unit (a column, or a sub-column
+// after lower/split_rows.h) a walk down memory with a large stride: one unit at a time, each
+// load touches a cache line for one element, and the host runs such a sum ~20x slower than a
+// row sum of the same bytes. In a tile, adjacent units walk the rows together, the inner loop
+// over the units reading contiguous memory. Only a phase of one stage whose per-element block
+// can run beside it (elemsDependencies), with a strided load to gain from, and whose tile's index
+// arithmetic is proven affine (tileForms), largest tile first.
 std::optional<std::vector<IndexForm>> columnTileForms(const Phase& ph, int64_t& tile) {
   if (!ph.reduce || ph.workers != 0 || ph.stages.size() != 1 || !elemsDependencies(ph) ||
       ph.units < 2)
@@ -92,8 +102,7 @@ std::optional<std::vector<IndexForm>> columnTileForms(const Phase& ph, int64_t& 
       const Inst& in = ph.insts[static_cast<size_t>(id)];
       if (in.kind != InstKind::Load || (*f)[static_cast<size_t>(in.args[0])].slope != 1) continue;
       try {
-        int64_t step =
-            evalIndex(ph, in.args[0], 0, 1) - evalIndex(ph, in.args[0], 0, 0);
+        int64_t step = evalIndex(ph, in.args[0], 0, 1) - evalIndex(ph, in.args[0], 0, 0);
         if (step != 0 && step != 1) return f;
       } catch (const std::exception&) {
       }
@@ -102,6 +111,7 @@ std::optional<std::vector<IndexForm>> columnTileForms(const Phase& ph, int64_t& 
   }
   return std::nullopt;
 }
+
 // Element tiles. A loop phase over a domain whose operands broadcast along its inner axes reads
 // them at index arithmetic such as i % 3072 (bias + GELU + residual's bias); LLVM's vectorizer
 // cannot bound such an index for its run-time overlap checks, so the loop stays scalar with a
@@ -131,6 +141,7 @@ std::optional<std::vector<IndexForm>> elementTileForms(const Phase& ph, int64_t&
   }
   return std::nullopt;
 }
+
 // Row tiles: the same for a reduce phase's walks over its rows (the stages and the per-element
 // block), whose index math divides the position in the row (GroupNorm's channel, k / 256 in a
 // row of 2048, reads gamma and beta per element): tiles of T positions, T dividing the walk's
@@ -161,6 +172,7 @@ std::optional<std::vector<IndexForm>> rowTileForms(const Phase& ph, int64_t& til
   }
   return std::nullopt;
 }
+
 // Interleaved element loops. LLVM's loop vectorizer interleaves (runs several vector
 // iterations side by side) only loops it prices as small; an element loop whose body evaluates a
 // transcendental is a long chain of dependent vector instructions (an inline exp is ~15, a
@@ -225,6 +237,7 @@ int interleaveFor(const Phase& ph, const Block& b, bool perElementIndexMath) {
   if (divides && perElementIndexMath) return 0;
   return n >= 1 && n <= kInterleaveMaxOps ? kInterleave : 0;
 }
+
 // Streaming stores (runtime/cpu/streaming_stores.h) pay where a phase waits on memory; where its
 // arithmetic bounds it they cost time instead (measured on the dev VM's Zen 4, `stitch run`, 2
 // threads: layer norm 7.8 -> 5.8 ms, Adam 6.9 -> 5.0, bias + GELU + residual (one erf in 12

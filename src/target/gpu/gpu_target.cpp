@@ -16,10 +16,10 @@
 
 #include "codegen/gpu/cstyle_emitter.h"
 #include "lower/launch.h"
-#include "target/gpu/gpu_schedule.h"
 #include "runtime/gpu/device_compiler.h"
 #include "runtime/gpu/gpu_kernels.h"
 #include "runtime/support/error.h"
+#include "target/gpu/gpu_schedule.h"
 #include "target/keys.h"
 #include "target/target.h"
 

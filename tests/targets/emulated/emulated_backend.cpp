@@ -72,8 +72,8 @@ class EmulatedTarget final : public target::Target {
   }
   std::vector<rt::KernelCode> emit(const lower::KernelProgram& p) const override {
     const codegen::GpuEmitOptions options{/*aligned=*/false};
-    codegen::GpuKernelSource src =
-        codegen::emitGpuKernel(target::scheduledFor(p, emitter_, options.aligned), emitter_, options);
+    codegen::GpuKernelSource src = codegen::emitGpuKernel(
+        target::scheduledFor(p, emitter_, options.aligned), emitter_, options);
     rt::KernelCode code;
     code.key = target::gpuKernelKey(src.source, emitter_, options, compilerId());
     code.language = "cuda";
