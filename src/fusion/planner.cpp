@@ -57,7 +57,7 @@ class Analyses {
   }
   Price price(const std::vector<int>& sortedNodes) {
     if (!share_) return priceOf(ctx_, sortedNodes);
-    if (!memo_) memo_.emplace(ctx_);  // made on first use: planKernels never prices
+    if (!memo_) memo_.emplace(ctx_);  // made on first use
     return memo_->price(sortedNodes);
   }
   double cost(const std::vector<int>& sortedNodes) {

@@ -30,6 +30,8 @@ bool isIndexKind(InstKind k) {
          k == InstKind::IMulC || k == InstKind::IDivC || k == InstKind::IRemC;
 }
 
+// Instructions are a DAG whose ids need not be in order (passes such as split_rows append index
+// arithmetic), so forms are computed depth first from the operands.
 std::optional<std::vector<IndexForm>> tileForms(const Phase& ph, int64_t T, InstKind varying) {
   const size_t n = ph.insts.size();
   std::vector<IndexForm> f(n);
