@@ -55,6 +55,10 @@ class Analyses {
     }
     return analyzeGroup(ctx_, sortedNodes);
   }
+  // Why the kernel made of these nodes is not valid (analyzed afresh, with the reason).
+  std::string reason(const std::vector<int>& sortedNodes) const {
+    return analyzeGroup(ctx_, sortedNodes).reason;
+  }
   Price price(const std::vector<int>& sortedNodes) {
     if (!share_) return priceOf(ctx_, sortedNodes);
     if (!memo_) memo_.emplace(ctx_);  // made on first use
@@ -71,10 +75,16 @@ class Analyses {
   std::optional<CostMemo> memo_;
 };
 
-std::vector<int> unite(const std::vector<int>& a, const std::vector<int>& b) {
-  std::vector<int> out;
+// The sorted union of two disjoint sorted node lists, into `out` (a scratch the caller reuses).
+void uniteInto(const std::vector<int>& a, const std::vector<int>& b, std::vector<int>& out) {
+  out.clear();
   out.reserve(a.size() + b.size());
   std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+}
+
+std::vector<int> unite(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  uniteInto(a, b, out);
   return out;
 }
 
@@ -245,9 +255,7 @@ Partition greedy(const PlanContext& ctx, Analyses& analyses, Partition p, bool a
     for (int b : partners(ctx, p, a, allPairs)) {
       if (later && b < a) continue;
       if (p.groups[a].size() + p.groups[b].size() > kMaxGroupNodes) continue;
-      merged.clear();
-      std::merge(p.groups[a].begin(), p.groups[a].end(), p.groups[b].begin(), p.groups[b].end(),
-                 std::back_inserter(merged));
+      uniteInto(p.groups[a], p.groups[b], merged);
       double c = analyses.cost(merged);
       double gain = p.costs[a] + p.costs[b] - c;
       if (gain > kMinGain) queue.push({gain, a, b, version[a], version[b]});
@@ -515,7 +523,7 @@ std::pair<CutVerdict, std::string> cutReason(const PlanContext& ctx, Analyses& a
   std::vector<int> merged = unite(p.groups[a], p.groups[b]);
   Price together = analyses.price(merged);
   // The reason of an invalid kernel names its nodes: that one is analyzed again, with it.
-  if (!together.valid) return {CutVerdict::Invalid, analyses.get(merged).reason};
+  if (!together.valid) return {CutVerdict::Invalid, analyses.reason(merged)};
   if (!mergeIsAcyclic(ctx, p, a, b, /*exact=*/true))
     return {CutVerdict::Cycle,
             "fusing would create a cycle: a path between them runs through another kernel"};
