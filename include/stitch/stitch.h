@@ -283,6 +283,13 @@ STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const
  *              with the option wins). A server that cannot be reached is not an error: runs go on
  *              without it. A malformed URL, or a build without hiredis, is
  *              STITCH_ERROR_INVALID_ARGUMENT.
+ *   "dump": a comma list of plan, source, llvm; empty: nothing   (default: $STITCH_DUMP, else
+ *              nothing): what each program of the engine writes for each new input signature
+ *              (README, "Environment variables", STITCH_DUMP). A bad item fails as the variable
+ *              does, with the option named ("dump=plan,ptx is not valid; valid values: ...").
+ *   "dump_dir": a directory; empty: the current directory   (default: $STITCH_DUMP_DIR, else the
+ *              current directory): where those files go. It is not created; a file that cannot be
+ *              written there is logged at warn level and the run goes on.
  * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
  * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
  * valid ones. Asking for a backend this build or machine lacks fails with
@@ -290,8 +297,8 @@ STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const
  *
  * A program is a graph compiled by an engine. It is shape-polymorphic: symbolic dims are bound
  * from the input tensors at each run, and concrete kernels are made per input signature. With
- * STITCH_DUMP=plan, the plan made for each new signature is written to $STITCH_DUMP_DIR (default:
- * the current directory) as GRAPH.SIGNATURE.plan.txt.
+ * STITCH_DUMP=plan (or the engine option "dump"), the plan made for each new signature is written
+ * to $STITCH_DUMP_DIR (or "dump_dir"; default: the current directory) as GRAPH.SIGNATURE.plan.txt.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct stitch_engine_s* stitch_engine_t;

@@ -27,6 +27,7 @@ BAD = {
     "STITCH_SHAPE_CLASSES": "2",
     "STITCH_COMPILE_THREADS": "0",
     "STITCH_DISABLE": "banana",
+    "STITCH_REPORT": "loud",
     "STITCH_HUGE_PAGES": "banana",
     "STITCH_HOST_POOL_MB": "lots",
 }

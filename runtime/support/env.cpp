@@ -36,6 +36,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_SHAPE_CLASSES", "a boolean"},
     {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
+    {"STITCH_REPORT", "off, stdout, stderr (the PyTorch hook)"},
     {"STITCH_HUGE_PAGES", "a boolean (the Python package's host outputs)"},
     {"STITCH_HOST_POOL_MB",
      "an integer from 0 to 1048576 (MiB; the Python package's host outputs)"},

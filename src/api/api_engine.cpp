@@ -1,7 +1,8 @@
 // Engines in the C API: options, backend resolution, memory, cache statistics.
 //
 // An engine is a resolved configuration (api_internal.h, EngineConfig): the backend (one of
-// runtime/backend.h's process-wide instances), the fusion mode and the STITCH_DUMP settings.
+// runtime/backend.h's process-wide instances), the fusion mode and the dump settings (STITCH_DUMP
+// and STITCH_DUMP_DIR, or the options "dump" and "dump_dir").
 // Everything an engine does with memory goes through the backend's interface.
 #include <algorithm>
 #include <array>
@@ -18,34 +19,36 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kOptionKeys = {"backend", "fusion", "plan_candidate",
-                                                         "remote_cache"};
+constexpr std::array<std::string_view, 6> kOptionKeys = {"backend",      "fusion", "plan_candidate",
+                                                         "remote_cache", "dump",   "dump_dir"};
 constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
 
 }  // namespace
 
 namespace stitch::api {
 
+void parseDump(std::string_view setting, const std::string& text, DumpSettings& d) {
+  d.plan = d.source = d.llvm = false;
+  std::string item;
+  std::stringstream list(text);
+  while (std::getline(list, item, ',')) {
+    const std::string valid = "a comma list of " + env::joinChoices(kDumpChoices);
+    // DESIGN.md lists ptx, but NVRTC compiles straight to cubin: a ptx dump would be a
+    // second compile of different code, so it is not offered rather than faked.
+    if (item == "ptx")
+      env::throwInvalid(setting, text,
+                        valid +
+                            " (ptx dumps are not built: NVRTC compiles straight to cubin; "
+                            "`source` writes the CUDA C++ it compiles)");
+    if (std::find(kDumpChoices.begin(), kDumpChoices.end(), item) == kDumpChoices.end())
+      env::throwInvalid(setting, text, fmt::format("{} ('{}' is none of them)", valid, item));
+    (item == "plan" ? d.plan : item == "source" ? d.source : d.llvm) = true;
+  }
+}
+
 DumpSettings dumpFromEnv() {
   DumpSettings d;
-  if (auto dump = env::get("STITCH_DUMP")) {
-    std::string item;
-    std::stringstream list(*dump);
-    while (std::getline(list, item, ',')) {
-      const std::string valid = "a comma list of " + env::joinChoices(kDumpChoices);
-      // DESIGN.md lists ptx, but NVRTC compiles straight to cubin: a ptx dump would be a
-      // second compile of different code, so it is not offered rather than faked.
-      if (item == "ptx")
-        env::throwInvalid("STITCH_DUMP", *dump,
-                          valid +
-                              " (ptx dumps are not built: NVRTC compiles straight to cubin; "
-                              "`source` writes the CUDA C++ it compiles)");
-      if (std::find(kDumpChoices.begin(), kDumpChoices.end(), item) == kDumpChoices.end())
-        env::throwInvalid("STITCH_DUMP", *dump,
-                          fmt::format("{} ('{}' is none of them)", valid, item));
-      (item == "plan" ? d.plan : item == "source" ? d.source : d.llvm) = true;
-    }
-  }
+  if (auto dump = env::get("STITCH_DUMP")) parseDump("STITCH_DUMP", *dump, d);
   d.dir = env::get("STITCH_DUMP_DIR").value_or(".");
   return d;
 }
@@ -69,12 +72,15 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     std::string backend = rt::backendRequestFromEnv();
     auto config = std::make_shared<api::EngineConfig>();
     config->fusion = fusion::modeFromEnv();
+    config->dump = api::dumpFromEnv();
     std::optional<std::optional<rt::RemoteCacheConfig>> remote;  // set: the option was given
     for (const auto& [key, value] :
          api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
       if (key == "backend") backend = value;
       else if (key == "fusion") config->fusion = fusion::parseMode(value);
       else if (key == "remote_cache") remote = rt::remoteCacheConfigFromOption(value);
+      else if (key == "dump") api::parseDump("dump", value, config->dump);
+      else if (key == "dump_dir") config->dump.dir = value.empty() ? "." : value;
       else config->planCandidate = api::parsePlanCandidate(value);
     }
     config->backend = &rt::requireBackend(rt::resolveBackend(backend));
@@ -82,7 +88,6 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     if (remote)
       if (rt::PersistentLayers* layers = config->backend->persistentLayers())
         layers->setRemote(*remote ? rt::RemoteCache::shared(**remote) : nullptr);
-    config->dump = api::dumpFromEnv();
     log().debug("engine created: backend {} (requested {}), fusion {}", config->backend->name(),
                 backend, fusion::modeName(config->fusion));
     *out = api::publish(new stitch_engine_s{std::move(config)});

@@ -13,10 +13,10 @@
 //
 // Paths (STITCH_CACHE_DIR, STITCH_DUMP_DIR, STITCH_LIBRARY, STITCH_*_LIBRARY) accept any value:
 // they are not opened here, and a library that does not load is logged when it is first needed
-// (runtime/gpu/dynamic_library.h). STITCH_DISABLE, STITCH_HUGE_PAGES and STITCH_HOST_POOL_MB are
-// the Python package's: python/stitch/_env.py reads them with env::getBool's and env::getInt's
-// rules, and they are checked here with those so that the command line and the C API reject
-// them as the hook does.
+// (runtime/gpu/dynamic_library.h). STITCH_DISABLE, STITCH_REPORT, STITCH_HUGE_PAGES and
+// STITCH_HOST_POOL_MB are the Python package's: python/stitch/_env.py reads them with
+// env::getBool's, env::getChoice's and env::getInt's rules, and they are checked here with those
+// so that the command line and the C API reject them as the hook does.
 //
 // Who calls it: the command line at startup (exit 2), engine creation and the planning entry
 // points (STITCH_ERROR_INVALID_ARGUMENT), and the Python hook when it is entered (ValueError),
@@ -52,6 +52,9 @@ struct Reader {
 
 void remoteSettings() { (void)rt::remoteCacheSettingsFromEnv(); }
 
+// STITCH_REPORT: where the PyTorch hook prints each graph's report (python/stitch/_env.py).
+constexpr std::string_view kReportStreams[] = {"off", "stdout", "stderr"};
+
 constexpr Reader kReaders[] = {
     {"STITCH_LOG_LEVEL", [] { configureLoggingFromEnv(); }},
     {"STITCH_BACKEND", [] { (void)rt::backendRequestFromEnv(); }},
@@ -75,6 +78,7 @@ constexpr Reader kReaders[] = {
     {"STITCH_SHAPE_CLASSES", [] { (void)driver::shapeClassesEnabled(); }},
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},
+    {"STITCH_REPORT", [] { (void)env::getChoice("STITCH_REPORT", kReportStreams); }},
     {"STITCH_HUGE_PAGES", [] { (void)env::getBool("STITCH_HUGE_PAGES", true); }},
     {"STITCH_HOST_POOL_MB", [] { (void)env::getInt("STITCH_HOST_POOL_MB", 0, 1 << 20, 1024); }},
     {"STITCH_LIBRARY", nullptr},

@@ -43,17 +43,20 @@ int64_t enumValue(const E& e) {
 ir::DType toDType(int64_t value);
 inline ir::DType toDType(stitch_dtype_t t) { return toDType(enumValue(t)); }
 
-// What STITCH_DUMP asks each program to write for each new input signature, and where
-// (STITCH_DUMP_DIR).
+// What each program writes for each new input signature, and where: STITCH_DUMP and
+// STITCH_DUMP_DIR, or the engine options "dump" and "dump_dir", which win over them.
 struct DumpSettings {
-  bool plan = false;      // STITCH_DUMP contains "plan"
-  bool source = false;    // ... "source": CUDA/HIP C++ of each kernel (GPU backends)
-  bool llvm = false;      // ... "llvm": LLVM IR of each kernel (cpu backend)
-  std::string dir = ".";  // STITCH_DUMP_DIR
+  bool plan = false;      // "plan": the plan
+  bool source = false;    // "source": CUDA/HIP C++ of each kernel (GPU backends)
+  bool llvm = false;      // "llvm": LLVM IR of each kernel (cpu backend)
+  std::string dir = ".";  // where the files go
 };
-// Reads STITCH_DUMP (a comma list of plan, source, llvm) and STITCH_DUMP_DIR. Throws
-// InvalidArgument naming the variable, the bad item and the valid ones; `ptx`, which DESIGN.md
-// names, is refused with the reason (NVRTC compiles to cubin: there is no PTX to write).
+// Sets d's plan, source and llvm from `text`, a comma list of them (empty: none). `setting` is
+// what the text came from (STITCH_DUMP, the engine option dump), so that the InvalidArgument a
+// bad item throws names it, with the text and the valid items; `ptx`, which DESIGN.md names, is
+// refused with the reason (NVRTC compiles to cubin: there is no PTX to write).
+void parseDump(std::string_view setting, const std::string& text, DumpSettings& d);
+// STITCH_DUMP (through parseDump) and STITCH_DUMP_DIR (default ".").
 DumpSettings dumpFromEnv();
 
 // Checks every variable of the environment table (support/env.h) with the reader that uses it

@@ -99,9 +99,10 @@ std::string signatureKey(std::span<const reference::TensorView> inputs) {
   return key;
 }
 
-// Writes the STITCH_DUMP files of one signature's build: GRAPH.SIGNATURE-HASH.WHAT, one set per
-// signature. The generated code is each kernel's preferred form: CUDA/HIP C++ ("source"), or
-// LLVM IR before optimization ("llvm"): exactly what the backend compiles.
+// Writes the dump files (STITCH_DUMP, or the engine option "dump") of one signature's build:
+// GRAPH.SIGNATURE-HASH.WHAT, one set per signature. The generated code is each kernel's preferred
+// form: CUDA/HIP C++ ("source"), or LLVM IR before optimization ("llvm"): exactly what the backend
+// compiles.
 void dump(const stitch_program_s& p, const std::string& key, const driver::Build& b) {
   const api::EngineConfig& c = *p.config;
   const uint64_t h = fnv1a64(key);
@@ -109,8 +110,8 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
     std::string path = fmt::format("{}/{}.{:016x}.{}", c.dump.dir, p.graph.name(), h, suffix);
     std::ofstream f(path);
     f << text;
-    if (!f) log().warn("STITCH_DUMP={}: cannot write {}", what, path);
-    else log().info("STITCH_DUMP={}: wrote {}", what, path);
+    if (!f) log().warn("dump {}: cannot write {}", what, path);
+    else log().info("dump {}: wrote {}", what, path);
   };
   if (c.dump.plan) {
     // Which shape class each kernel ran as (lower/size_args.h): its code's key, shared by every

@@ -6,14 +6,20 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stitch/stitch.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/api_test_helpers.h"
+#include "common/env_guard.h"
 
 namespace {
+
+namespace fs = std::filesystem;
 
 using stitch::apitest::f32Tensor;
 using stitch::apitest::lastError;
@@ -211,6 +217,85 @@ TEST(CApi, FusionIsAnEngineOption) {
   EXPECT_NE(lastError().find("valid values: a comma list of plan, source, llvm"), std::string::npos)
       << lastError();
   unsetenv("STITCH_DUMP");
+}
+
+// The files in `dir` (a fresh directory), by name, with their text.
+std::vector<std::pair<std::string, std::string>> filesIn(const fs::path& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream f(e.path());
+    files.emplace_back(e.path().filename().string(),
+                       std::string(std::istreambuf_iterator<char>(f), {}));
+  }
+  return files;
+}
+
+// A fresh, empty directory under the system's temporary one.
+fs::path freshDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs the softmax graph once, at [2, 4], on an engine made with these options.
+void runSoftmaxWith(std::vector<const char*> keys, std::vector<const char*> values) {
+  stitch_graph_t g = nullptr;
+  stitch_engine_t e = nullptr;
+  stitch_program_t p = nullptr;
+  ASSERT_EQ(stitch_graph_parse(kSoftmax, "sm.stitch", &g), STITCH_OK) << lastError();
+  ASSERT_EQ(stitch_engine_create(keys.data(), values.data(), keys.size(), &e), STITCH_OK)
+      << lastError();
+  ASSERT_EQ(stitch_program_compile(e, g, &p), STITCH_OK) << lastError();
+  float x[8] = {}, y[8] = {};
+  int64_t shape[2] = {2, 4};
+  DLTensor in = f32Tensor(x, shape, 2), out = f32Tensor(y, shape, 2);
+  EXPECT_EQ(stitch_program_run(p, &in, 1, &out, 1, nullptr), STITCH_OK) << lastError();
+  stitch_program_destroy(p);
+  stitch_engine_destroy(e);
+  stitch_graph_destroy(g);
+}
+
+// "dump" and "dump_dir" are STITCH_DUMP and STITCH_DUMP_DIR as engine options: each defaults to
+// its variable, an explicit option wins, and a bad list fails as the variable does, naming the
+// option.
+TEST(CApi, DumpIsAnEngineOption) {
+  stitch::testing::EnvGuard noDump("STITCH_DUMP", nullptr);
+  const fs::path dir = freshDir("stitch_dump_option_test");
+  runSoftmaxWith({"backend", "dump", "dump_dir"}, {"reference", "plan", dir.c_str()});
+  auto files = filesIn(dir);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(files[0].first.starts_with("sm.") && files[0].first.ends_with(".plan.txt"))
+      << files[0].first;
+  EXPECT_NE(files[0].second.find("# signature f32[2,4];"), std::string::npos) << files[0].second;
+
+  // The variables are the defaults; each option wins over its own.
+  const fs::path envDir = freshDir("stitch_dump_option_env_test");
+  const fs::path optionDir = freshDir("stitch_dump_option_dir_test");
+  stitch::testing::EnvGuard dump("STITCH_DUMP", "plan");
+  stitch::testing::EnvGuard dumpDir("STITCH_DUMP_DIR", envDir.c_str());
+  runSoftmaxWith({"backend", "dump"}, {"reference", ""});  // empty: nothing
+  EXPECT_TRUE(filesIn(envDir).empty());
+  runSoftmaxWith({"backend", "dump_dir"}, {"reference", optionDir.c_str()});
+  EXPECT_TRUE(filesIn(envDir).empty());
+  EXPECT_EQ(filesIn(optionDir).size(), 1u);
+  runSoftmaxWith({"backend"}, {"reference"});
+  EXPECT_EQ(filesIn(envDir).size(), 1u);
+
+  stitch_engine_t e = nullptr;
+  const char* k[] = {"backend", "dump"};
+  const char* ptx[] = {"reference", "plan,ptx"};
+  EXPECT_EQ(stitch_engine_create(k, ptx, 2, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError().find("dump=plan,ptx is not valid; valid values: a comma list of plan, "
+                             "source, llvm (ptx dumps are not built"),
+            0u)
+      << lastError();
+  const char* asm_[] = {"reference", "plan,asm"};
+  EXPECT_EQ(stitch_engine_create(k, asm_, 2, &e), STITCH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError().find("dump=plan,asm is not valid"), 0u) << lastError();
+  EXPECT_NE(lastError().find("('asm' is none of them)"), std::string::npos) << lastError();
+  EXPECT_EQ(e, nullptr);
+  for (const fs::path& d : {dir, envDir, optionDir}) fs::remove_all(d);
 }
 
 TEST(CApi, EnvironmentToggles) {

@@ -46,6 +46,7 @@ constexpr Setting kBad[] = {
     {"STITCH_SHAPE_CLASSES", "2"},
     {"STITCH_COMPILE_THREADS", "0"},
     {"STITCH_DISABLE", "banana"},
+    {"STITCH_REPORT", "loud"},
     {"STITCH_HUGE_PAGES", "banana"},
     {"STITCH_HOST_POOL_MB", "-1"},
 };
@@ -74,6 +75,7 @@ constexpr Setting kGood[] = {
     {"STITCH_SHAPE_CLASSES", "true"},
     {"STITCH_COMPILE_THREADS", "256"},
     {"STITCH_DISABLE", "0"},
+    {"STITCH_REPORT", "stderr"},
     {"STITCH_HUGE_PAGES", "yes"},
     {"STITCH_HOST_POOL_MB", "0"},
     {"STITCH_LIBRARY", "/nonexistent/libstitch.so"},

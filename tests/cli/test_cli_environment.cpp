@@ -41,6 +41,7 @@ TEST(CliEnvironment, EveryBadValueExitsTwoBeforeAnyWork) {
       {"STITCH_COMPILE_THREADS", "0"},
       {"STITCH_REMOTE_CACHE_TTL", "-1"},
       {"STITCH_DISABLE", "banana"},
+      {"STITCH_REPORT", "loud"},
   };
   for (const auto& [name, value] : bad) {
     const std::string setting = std::string(name) + "=" + value;

@@ -19,13 +19,18 @@ Layout of the package, down the data flow:
                            v
                 _piece (a Stitch program at run time)       -> stitch (the C API binding)
                 _report (what was replaced, what fell back and why)
+                _options (the settings: torch.compile's options, else the STITCH_* variables;
+                          the engine each device's pieces run on)
 
-``STITCH_DISABLE=1`` makes ``optimize`` return its argument untouched and the compile backend
-return the graph unchanged. Every STITCH_* variable is checked when the hook is entered (the
-backend when Dynamo hands it a graph; ``optimize`` when called and at the first call): a bad value
-raises ``ValueError`` naming it (``stitch.check_environment``). Partition decisions are logged at
-INFO on the ``stitch.torch`` logger, a piece that fails in Stitch (and runs eagerly from then on)
-at WARNING.
+``torch.compile(model, backend="stitch", options={...})`` takes backend, fusion, dump, dump_dir,
+report, disable, plan_candidate and remote_cache, each defaulting to its STITCH_* variable
+(_options); ``optimize`` takes the variables' settings. ``STITCH_DISABLE=1`` makes ``optimize``
+return its argument untouched, and it (or the option ``disable``) makes the compile backend return
+the graph unchanged. Every STITCH_* variable is checked when the hook is entered (the backend
+when Dynamo hands it a graph, with its options; ``optimize`` when called and at the first call):
+a bad value raises ``ValueError`` naming it (``stitch.check_environment``). Partition decisions
+are logged at INFO on the ``stitch.torch`` logger, a piece that fails in Stitch (and runs eagerly
+from then on) at WARNING.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ After partitioning, the copies left to PyTorch that only feed matmul operands ar
 order that reads their source in rows (_matmul_copies), and the matmuls write into pooled host
 outputs (_library_outputs_from_pool).
 
+Settings: ``torch.compile(..., options={...})`` (_options: each option mirrors a STITCH_*
+variable, its default) is read and checked when Dynamo enters the backend, with the environment,
+and the engines of the inputs' devices are made then, which checks the engine options' values;
+each aten graph makes its pieces' engines when it is compiled (a backend that cannot run their
+device is a ValueError then) and prints its report if the report option asks. All of these come
+to the user as ValueError, not wrapped by Dynamo (_dynamo_passes_through).
+
 Decompositions: PyTorch's own for the backward ops of norms and activations, and the forward of
 batch and group norm, so they arrive as the elementwise ops and reductions Stitch maps (the report
 still names them through ``meta["original_aten"]``). Softmax, log-softmax, layer norm and their
@@ -44,8 +51,9 @@ import torch.fx as fx
 import stitch
 
 from ._aten_ops import TABLE
-from ._common import TensorMeta, dense_order, disabled
+from ._common import TensorMeta, dense_order
 from ._matmul_copies import copy_matmul_operands_in_rows
+from ._options import CompileOptions
 from ._partition import Dialect, Partitioner
 from ._random import rewrite_random
 from ._report import CompileReport, GraphReport, new_compile_report
@@ -171,17 +179,23 @@ def _shape_env(gm: fx.GraphModule):
     return None
 
 
-def compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
-    """Partitions one aten graph into Stitch pieces and PyTorch ops (its wall time goes into the
-    report's build_s)."""
+def compile_graph(gm: fx.GraphModule, report: GraphReport,
+                  options: Optional[CompileOptions] = None, title: str = "") -> fx.GraphModule:
+    """Partitions one aten graph into Stitch pieces and PyTorch ops, with `options` (default:
+    the STITCH_* variables'), and prints its report under `title` if they ask (its wall time
+    goes into the report's build_s)."""
+    options = options or CompileOptions.from_environment()
     t0 = time.perf_counter()
     try:
-        return _compile_graph(gm, report)
+        new_gm = _compile_graph(gm, report, options)
     finally:
         report.add_build_seconds(time.perf_counter() - t0)
+    options.print_report(title or "Stitch report", report)
+    return new_gm
 
 
-def _compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
+def _compile_graph(gm: fx.GraphModule, report: GraphReport,
+                   options: CompileOptions) -> fx.GraphModule:
     if report.kind == "inference":
         rewrite_random(gm, recompute=False)  # a joint graph's were rewritten before partition()
     syms = _Symbols(_shape_env(gm))
@@ -194,8 +208,15 @@ def _compile_graph(gm: fx.GraphModule, report: GraphReport) -> fx.GraphModule:
             1 for n in gm.graph.nodes if n.op == "placeholder"
             and isinstance(n.meta.get("stitch"), TensorMeta) and not n.name.startswith("tangents"))
     p = Partitioner(gm, AtenDialect(), report, param_meta=None, sizes=syms.sizes,
-                    name="stitch_%s" % report.kind)
+                    name="stitch_%s" % report.kind, options=options)
     new_gm = p.run()
+    try:
+        # The pieces' engines, now: a backend that cannot run their device, or a bad engine
+        # option, fails the compile rather than every piece's first run.
+        for engine in options.prepare(p.devices).values():
+            report.backend = engine.backend
+    except ValueError as e:
+        raise _dynamo_passes_through(e) from None
     copy_matmul_operands_in_rows(new_gm)
     _library_outputs_from_pool(new_gm)
     if log.isEnabledFor(logging.INFO):
@@ -282,30 +303,42 @@ _graph_ids = itertools.count()
 def _dynamo_passes_through(error: ValueError) -> Exception:
     """`error` as an exception Dynamo re-raises unchanged from a backend. Dynamo wraps what a
     backend raises in BackendCompilerFailed (a RuntimeError) except its ShortenTraceback family,
-    which it re-raises as is; a bad STITCH_* value is the user's configuration, so the user gets
-    the ValueError the README promises, through a subclass that is also Dynamo's. Where Dynamo
-    has no such class (or it changed shape), the plain ValueError, wrapped by Dynamo."""
+    which it re-raises as is; a bad STITCH_* value or torch.compile option is the user's
+    configuration, so the user gets the ValueError the README promises, through a subclass that
+    is also Dynamo's. Where Dynamo has no such class (or it changed shape), the plain ValueError,
+    wrapped by Dynamo."""
     try:
         from torch._dynamo.exc import ShortenTraceback
 
-        class InvalidEnvironment(ValueError, ShortenTraceback):
+        class InvalidConfiguration(ValueError, ShortenTraceback):
             def __init__(self, message: str):
                 ShortenTraceback.__init__(self, message, first_useful_frame=None)
 
-        return InvalidEnvironment(str(error))
+        return InvalidConfiguration(str(error))
     except (ImportError, TypeError):
         return error
 
 
-def backend(gm: fx.GraphModule, example_inputs: List[Any]):
-    """The "stitch" backend of torch.compile."""
+def backend(gm: fx.GraphModule, example_inputs: List[Any], *,
+            options: Optional[Dict[str, Any]] = None, mode: Optional[str] = None,
+            name: Optional[str] = None):
+    """The "stitch" backend of torch.compile: ``torch.compile(model, backend="stitch",
+    options={...})`` (_options says which; ``mode`` other than the default is refused: Stitch has
+    none). ``name``, torch.compile's name of the compiled region, is accepted and not used."""
     try:
         # Every STITCH_* variable, before anything reads one: a bad value read later (by an
-        # engine, at a piece's first call) would only make the piece run eagerly.
+        # engine, at a piece's first call) would only make the piece run eagerly. Then the
+        # options, and the engines of the inputs' devices, which check the engine options.
         stitch.check_environment()
+        settings = CompileOptions.parse(options, mode)
+        if settings.disable:
+            settings.check_engine_options()
+        else:
+            settings.prepare((t.device.type for t in example_inputs
+                              if isinstance(t, torch.Tensor)), runnable_only=True)
     except ValueError as e:
         raise _dynamo_passes_through(e) from None
-    if disabled():
+    if settings.disable:
         return gm.forward
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
@@ -315,7 +348,8 @@ def backend(gm: fx.GraphModule, example_inputs: List[Any]):
     def compiler(kind: str):
         def compile_fn(g: fx.GraphModule, _example_inputs):
             # Boxed: AOTAutograd hands over its argument list, which the graph may free early.
-            return make_boxed_func(compile_graph(g, report.new_graph(kind)))
+            return make_boxed_func(compile_graph(g, report.new_graph(kind), settings,
+                                                 "Stitch report for %s" % report.name))
         return compile_fn
 
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
@@ -326,8 +360,18 @@ def backend(gm: fx.GraphModule, example_inputs: List[Any]):
 
 
 def register() -> None:
-    major = int(torch.__version__.split(".")[0])
-    if major < 2:
+    """Registers the "stitch" backend with Dynamo for a process that imports stitch.torch without
+    the package's entry point (a source tree on PYTHONPATH). With the entry point installed,
+    Dynamo lists "stitch" already and loads it from stitch/_dynamo_backend.py when first asked.
+    On a PyTorch outside the supported range nothing is registered (stitch.torch.optimize still
+    works): the reason is logged, and the entry point raises it."""
+    if int(torch.__version__.split(".")[0]) < 2:
+        return  # no torch.compile: PyTorch 1.x has only stitch.torch.optimize
+    from stitch import _torch_support
+    try:
+        _torch_support.require(torch.__version__)
+    except _torch_support.UnsupportedTorch as e:
+        log.warning("%s", e)
         return
     try:
         import torch._dynamo as dynamo

@@ -53,6 +53,7 @@ import stitch as _stitch
 
 from . import _fx_ops
 from ._common import TensorMeta, dense_order, disabled
+from ._options import CompileOptions
 from ._partition import Dialect, Partitioner
 from ._piece import running_root
 from ._report import GraphReport
@@ -270,8 +271,19 @@ class StitchModule(nn.Module):
             return TensorMeta(s, t.dtype, t.device, sizes=s)
 
         sizes = {s: v for v, s in sym.items()}
-        p = Partitioner(gm, FxDialect(), self.stitch_report, param_meta, sym=sym, sizes=sizes)
-        object.__setattr__(self, "_rewritten", p.run())
+        # No options here: the STITCH_* variables' settings (STITCH_BACKEND, STITCH_REPORT, ...).
+        options = CompileOptions.from_environment()
+        p = Partitioner(gm, FxDialect(), self.stitch_report, param_meta, sym=sym, sizes=sizes,
+                        options=options)
+        rewritten = p.run()
+        # The pieces' engines, now: STITCH_BACKEND naming a backend that cannot run their device
+        # is a ValueError from this call, not a fallback at every piece's.
+        for engine in options.prepare(p.devices).values():
+            self.stitch_report.backend = engine.backend
+        object.__setattr__(self, "_rewritten", rewritten)
+        options.print_report("Stitch report for stitch.torch.optimize(%s)"
+                             % getattr(self.original, "__name__", type(self.original).__name__),
+                             self.stitch_report)
         return result
 
     def forward(self, *args, **kwargs):

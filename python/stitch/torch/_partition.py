@@ -30,6 +30,7 @@ from stitch import StitchError
 
 from ._builder import Builder
 from ._common import ConverterTable, TensorMeta, Unsupported, describe, ident, same_type
+from ._options import CompileOptions
 from ._piece import Piece
 from ._report import GraphReport
 
@@ -83,6 +84,12 @@ def _tensor_args(n: fx.Node) -> List[fx.Node]:
             if isinstance(a.meta.get("stitch"), (TensorMeta, list))]
 
 
+def _devices(nodes) -> set:
+    """The device types of the nodes' tensor results."""
+    return {n.meta["stitch"].device.type for n in nodes
+            if isinstance(n.meta.get("stitch"), TensorMeta)}
+
+
 def _is_tuple_element(n: fx.Node) -> bool:
     return n.target is operator.getitem and isinstance(n.args[0], fx.Node) and \
         isinstance(n.args[0].meta.get("stitch"), list)
@@ -91,7 +98,8 @@ def _is_tuple_element(n: fx.Node) -> bool:
 class Partitioner:
     def __init__(self, gm: fx.GraphModule, dialect: Dialect, report: GraphReport,
                  param_meta: Callable[[str], TensorMeta], sym: Optional[Dict[int, str]] = None,
-                 sizes: Optional[Dict[str, int]] = None, name: str = "stitch_piece"):
+                 sizes: Optional[Dict[str, int]] = None, name: str = "stitch_piece",
+                 options: Optional[CompileOptions] = None):
         self.gm = gm
         self.d = dialect
         self.report = report
@@ -99,6 +107,10 @@ class Partitioner:
         self.sym = sym or {}          # the 1.13 path's size -> symbol guess
         self.sizes = sizes or {}      # symbol -> size (the plan's sizes; the 1.13 comparison)
         self.name = name
+        # The settings the pieces run with (torch.compile's options, else the STITCH_* variables).
+        self.options = options or CompileOptions.from_environment()
+        # The device types of the pieces made, whose engines the front end makes at compile time.
+        self.devices: set = set()
         # A graph input carrying each symbol in its dims: a piece whose result has a size no
         # input of its own carries (an expand or full to [s0, s1]) takes it as an extra input
         # that Stitch binds the symbol from, and never reads. Graph inputs are available before
@@ -473,7 +485,8 @@ class Partitioner:
             return self._eager_module(members, tensor_ext, params, scalar_ext, outputs)
         piece = Piece(name, b.g, eager, len(tensor_ext) + len(params), checks, symbol_dims,
                       report, d.check_grad, layouts, b.index_errors, size_args,
-                      input_orders=b.input_orders)
+                      input_orders=b.input_orders, options=self.options)
+        self.devices |= _devices(members)
         real = [m for m in members if not _is_tuple_element(m)]
         ops = [d.op_name(gm, m) for m in real]
         report.add_piece(name, ops, [d.origin(gm, m) for m in real],
@@ -487,16 +500,15 @@ class Partitioner:
         """The kernels in the piece's plan at the compile-time sizes, for the report: counted
         when the report is first read (a plan per piece costs ~1 ms, and runs that never read
         the report should not pay for it); 0 where the plan cannot be made then."""
-        devices = {m.meta["stitch"].device.type for m in members
-                   if isinstance(m.meta.get("stitch"), TensorMeta)}
-        target = self.d.plan_target(devices)
+        target = self.d.plan_target(_devices(members))
         sizes = {s: self.sizes.get(s) for s in symbol_dims}
+        fusion = self.options.fusion
 
         def count() -> int:
             if any(v is None for v in sizes.values()):
                 return 0
             try:
-                plan = graph.explain_plan(sizes, format="json", target=target)
+                plan = graph.explain_plan(sizes, format="json", target=target, fusion=fusion)
                 return len(plan.get("kernels", []))
             except Exception:  # noqa: BLE001 - a report figure must not fail a run
                 return 0

@@ -14,7 +14,9 @@ raises what PyTorch raises for it (IndexError "Target 5 is out of bounds." for n
 RuntimeError "index 5 is out of bounds for dimension 1 with size 5" for gather and
 scatter_add), with Stitch's message as its cause, on every device (PyTorch's CUDA kernels
 assert instead).
-CPU tensors run on the ``cpu`` backend (``reference`` in a build without LLVM), CUDA tensors on
+The engine is chosen per device, once per piece, by the settings the piece was made with
+(_options.CompileOptions: torch.compile's options, else the STITCH_* variables): by default CPU
+tensors run on the ``cpu`` backend (``reference`` in a build without LLVM), CUDA tensors on
 ``cuda``.
 """
 
@@ -34,6 +36,7 @@ import stitch as _stitch
 from stitch import StitchError, Status
 
 from ._common import IndexErrorKind
+from ._options import CompileOptions
 from ._report import GraphReport
 
 log = logging.getLogger("stitch.torch")
@@ -58,16 +61,10 @@ def running_root(module):
         _root.module = prev
 
 
-def engine_for(device: torch.device) -> "_stitch.Engine":
-    if device.type == "cuda":
-        return _stitch.engine(backend="cuda")
-    try:
-        return _stitch.engine(backend="cpu")
-    except StitchError as e:
-        if e.status != Status.BACKEND_UNAVAILABLE:
-            raise
-        # A build without LLVM: the reference interpreter is slow but exact.
-        return _stitch.engine(backend="reference")
+def engine_for(device: torch.device,
+               options: Optional[CompileOptions] = None) -> "_stitch.Engine":
+    """The engine for tensors on `device` under `options` (default: the STITCH_* variables')."""
+    return (options or CompileOptions.from_environment()).engine_for(device)
 
 
 class Piece:
@@ -81,7 +78,8 @@ class Piece:
                  check_grad: bool, layouts: List[Optional[Tuple[int, ...]]],
                  index_errors: Optional[Dict[str, IndexErrorKind]] = None,
                  size_args: Sequence[int] = (),
-                 input_orders: Sequence[Optional[Tuple[int, ...]]] = ()):
+                 input_orders: Sequence[Optional[Tuple[int, ...]]] = (),
+                 options: Optional[CompileOptions] = None):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "stitch.torch"
         self.graph = graph
@@ -107,6 +105,8 @@ class Piece:
         self.input_orders = tuple(input_orders) if any(
             x is not None for x in input_orders) else None
         self.programs: Dict[torch.device, "_stitch.Program"] = {}
+        # Which engine runs each device's tensors (shared by the graph's pieces).
+        self.options = options or CompileOptions.from_environment()
         self.checks_args = bool(scalar_checks) or check_grad
         self.index_errors = index_errors or {}  # check name -> what PyTorch raises
         self.lock = threading.Lock()
@@ -160,7 +160,7 @@ class Piece:
             p = self.programs.get(device)
             if p is None:
                 t0 = time.perf_counter()
-                engine = engine_for(device)
+                engine = self.options.engine_for(device)
                 self.report.backend = engine.backend
                 p = self.programs[device] = engine.compile(self.graph)
                 self.report.add_program(p)
