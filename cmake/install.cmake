@@ -20,8 +20,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/stitch
 
 if(TARGET stitch_cli)
   install(TARGETS stitch_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
-  # The command line finds libstitch.so next to it in an installed tree.
-  set_target_properties(stitch_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+  # The command line finds libstitch.so in the installed tree, wherever that was moved.
+  file(RELATIVE_PATH STITCH_BIN_TO_LIB /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
+  set_target_properties(stitch_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${STITCH_BIN_TO_LIB}")
 endif()
 
 install(EXPORT stitchTargets
@@ -29,6 +30,9 @@ install(EXPORT stitchTargets
   FILE stitchTargets.cmake
   DESTINATION ${STITCH_INSTALL_CMAKEDIR} COMPONENT dev)
 
+# The Python package carries DLPack's header in its own include directory
+# (cmake/python_package.cmake), so its package config makes dlpack::dlpack rather than finding it.
+set(STITCH_BUNDLED_DLPACK ${STITCH_PYTHON_PACKAGE})
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/stitchConfig.cmake.in
   ${PROJECT_BINARY_DIR}/stitchConfig.cmake
@@ -51,3 +55,7 @@ string(REGEX REPLACE "/$" "" STITCH_PC_PREFIX_FROM_PCDIR "${STITCH_PC_PREFIX_FRO
 configure_file(${PROJECT_SOURCE_DIR}/cmake/stitch.pc.in ${PROJECT_BINARY_DIR}/stitch.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/stitch.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+if(STITCH_PYTHON_PACKAGE)
+  stitch_install_python_package()
+endif()

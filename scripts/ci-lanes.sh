@@ -3,8 +3,10 @@
 # The CI run: scripts/test.sh calls this when CI=true (as .ci/run does). Four lanes, one after
 # another, each configured, built and tested from its own preset and build directory:
 #
-#   default  the `ci` preset: everything built, every test (the long random-graph sweeps included),
-#            after making the virtualenv .venv-torch (PyPI's PyTorch 2.x) the torch.compile tests need
+#   default  the Python package built as a user's pip builds it (sdist, then the wheel from it) and
+#            installed into a fresh virtualenv with PyPI's PyTorch 2.x (scripts/wheel.sh); then the
+#            `ci` preset: everything built, every test (the long random-graph sweeps included), the
+#            torch.compile tests and the package's tests (tests/package) run against that install
 #   asan     `ci-asan`: the unit tests under AddressSanitizer + UBSan (-O1, UB fatal), with the
 #            random-graph sweeps cut to 10% (STITCH_TEST_SWEEP_PERCENT); no install or Python tests
 #   tsan     `tsan`: the thread pool, kernel cache and concurrent-run tests under ThreadSanitizer
@@ -42,8 +44,9 @@ failed_tests() {
 }
 
 lane_default() {
-  run /usr/bin/python3 scripts/install_torch.py --venv .venv-torch &&
-    run cmake --preset ci && run cmake --build --preset ci && run_ctest ci "$@"
+  run ./scripts/wheel.sh build/wheel/venv &&
+    run cmake --preset ci -DSTITCH_TEST_PACKAGE_PYTHON="$PWD/build/wheel/venv/bin/python" &&
+    run cmake --build --preset ci && run_ctest ci "$@"
 }
 lane_asan() {
   run cmake --preset ci-asan && run cmake --build --preset ci-asan && run_ctest ci-asan

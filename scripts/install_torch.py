@@ -276,11 +276,11 @@ def _up_to_date(venv: Path) -> bool:
     return True
 
 
-def _make_test_env(venv: Path) -> int:
+def _make_test_env(venv: Path, requirement: str) -> int:
     """Inside the venv: torch, then the test requirements; writes the stamp. Exit code 0 or 3."""
     t0 = time.monotonic()
     record: dict = {"steps": []}
-    if not install_torch(record):
+    if not install_torch(record, requirement):
         log("torch does not import: see the steps above")
         return 3
     missing = [r for r in TEST_REQUIREMENTS if _version_of(r.split("==")[0]) != r.split("==")[1]]
@@ -299,10 +299,16 @@ def _make_test_env(venv: Path) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", required=True, type=Path, help="the virtualenv to create or update")
+    ap.add_argument("--torch", metavar="VERSION",
+                    help="another PyTorch release than the pinned one (the tests of the supported "
+                         "range, stitch/_torch_support.py)")
     args = ap.parse_args()
+    if args.torch:
+        global TORCH_REQUIREMENT
+        TORCH_REQUIREMENT = "torch==" + args.torch
     venv = args.venv.resolve()
     if Path(sys.prefix).resolve() == venv:
-        return _make_test_env(venv)
+        return _make_test_env(venv, TORCH_REQUIREMENT)
     if _up_to_date(venv):
         log(f"{args.venv} is up to date ({TORCH_REQUIREMENT}, {', '.join(TEST_REQUIREMENTS)})")
         return 0
@@ -313,7 +319,8 @@ def main() -> int:
         if subprocess.run([sys.executable, "-m", "venv", str(venv)]).returncode != 0:
             log("`python3 -m venv` failed (on Debian: apt-get install python3-venv)")
             return 3
-    rc = subprocess.run([str(_venv_python(venv)), os.path.abspath(__file__), "--venv", str(venv)]).returncode
+    rc = subprocess.run([str(_venv_python(venv)), os.path.abspath(__file__), "--venv", str(venv)] +
+                        (["--torch", args.torch] if args.torch else [])).returncode
     log(f"set-up took {time.monotonic() - t0:.0f} s")
     return rc
 

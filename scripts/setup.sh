@@ -14,8 +14,9 @@ set -euo pipefail
 # PyTorch 2.x for the torch.compile tests) with it, called by scripts/test.sh, not here (demo.sh
 # and the sanitizer lanes need no PyTorch). libhiredis-dev: the kernel cache's Redis remote layer
 # (runtime/remote_cache.h); redis-server: its tests start one of their own on a loopback port
-# (tests/common/redis_server.h), and so does the warm-start benchmark.
-STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev llvm-19-dev libamdhip64-5 libsleef-dev python3-torch python3-numpy python3-pytest python3-venv clang-19 libclang-rt-19-dev libhiredis-dev redis-server"
+# (tests/common/redis_server.h), and so does the warm-start benchmark. libzstd-dev: the wheel
+# (pyproject.toml) links LLVM's static libraries, whose CMake package then needs zstd's.
+STITCH_DEBIAN_PACKAGES="build-essential cmake ninja-build pkg-config libspdlog-dev libgtest-dev libdlpack-dev libbenchmark-dev llvm-19-dev libzstd-dev libamdhip64-5 libsleef-dev python3-torch python3-numpy python3-pytest python3-venv clang-19 libclang-rt-19-dev libhiredis-dev redis-server"
 
 missing=()
 for pkg in $STITCH_DEBIAN_PACKAGES; do

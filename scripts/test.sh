@@ -14,10 +14,18 @@ fi
 run() { echo "+ $*"; "$@"; }
 
 run ./scripts/setup.sh
-# The torch.compile tests' virtualenv (.venv-torch; quick and offline once made). Offline, the
-# C++ tests still run and python_torch2_tests skips, saying why.
-run /usr/bin/python3 scripts/install_torch.py --venv .venv-torch ||
-  echo "test.sh: .venv-torch could not be made (offline?); the torch.compile tests will skip" >&2
-run cmake --preset ci
+# The Python package built and installed the way a user does it (scripts/wheel.sh: the wheel,
+# into a fresh virtualenv with PyTorch 2.x); the torch.compile tests and the package's tests run
+# against that install. Offline (no PyPI for the build backend and PyTorch), the C++ tests still
+# run and those tests skip, saying why.
+package=()
+if run ./scripts/wheel.sh build/wheel/venv; then
+  package=(-DSTITCH_TEST_PACKAGE_PYTHON="$PWD/build/wheel/venv/bin/python")
+else
+  echo "test.sh: the wheel could not be built or installed (offline?); the package and" \
+    "torch.compile tests will skip" >&2
+  package=(-DSTITCH_TEST_PACKAGE_PYTHON=)
+fi
+run cmake --preset ci "${package[@]}"
 run cmake --build --preset ci
 run ctest --preset ci "$@"

@@ -79,6 +79,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import importlib.metadata as _md
+import importlib.util
 import json
 import re
 import shutil
@@ -92,7 +93,8 @@ REPO = HERE.parents[1]
 DRIVER = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))  # bench/common.py
 sys.path.insert(0, str(HERE))  # hf_models.py
-sys.path.insert(0, str(REPO / "python"))  # stitch
+if importlib.util.find_spec("stitch") is None:
+    sys.path.insert(0, str(REPO / "python"))  # the source tree's stitch, unless one is installed
 
 from common import (caller_path, fmt_x, geomean, log, machine_info, med, peer_main,  # noqa: E402
                     run_peer, save_partial)

@@ -28,9 +28,15 @@ programs) and adds only what Python callers expect:
   the context-manager exit) calls the matching ``_destroy``. Graphs borrowed from a parsed module
   keep the module alive and are never destroyed on their own, as stitch.h requires.
 
-The library is found, in order, at ``$STITCH_LIBRARY``, next to this package
-(``stitch/libstitch.so``), or in the source tree's build directories
+The library is found, in order, at ``$STITCH_LIBRARY``, inside this package (``stitch/lib``,
+where the wheel puts it, or ``stitch/libstitch.so``), or in the source tree's build directories
 (``build/*/src/libstitch.so``, newest first).
+
+Versions: an installed package (the wheel) carries ``stitch/_wheel_version.py``, written by its
+build from the one version in CMakeLists.txt; ``import stitch`` checks that the library it loaded is
+that version (the ctypes declarations below are those of that version's stitch.h) and raises
+ImportError naming both otherwise, e.g. when ``$STITCH_LIBRARY`` points at another build.
+``stitch.__version__`` is the package's version, or the library's in a source tree.
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ __all__ = [
     "compile",
     "library_path",
     "version",
+    "__version__",
+    "cache_dir",
+    "backends",
     "check_environment",
     "host_empty",
     "host_allocator",
@@ -73,7 +82,7 @@ def _candidate_paths() -> List[str]:
     if env:
         # An explicit path is a promise: do not silently load some other build instead.
         return [env]
-    paths = [os.path.join(_HERE, "libstitch.so")]
+    paths = [os.path.join(_HERE, "lib", "libstitch.so"), os.path.join(_HERE, "libstitch.so")]
     repo = os.path.dirname(os.path.dirname(_HERE))
     built = glob.glob(os.path.join(repo, "build", "*", "src", "libstitch.so"))
     paths += sorted(built, key=os.path.getmtime, reverse=True)
@@ -215,6 +224,7 @@ _module_num_graphs = _decl("stitch_module_num_graphs", _sz, _p)
 _module_graph = _decl("stitch_module_graph", _p, _p, _sz)
 _explain_plan = _decl("stitch_graph_explain_plan", _st, _p, _strs, _strs, _sz, _strs, _i64p, _sz,
                       ctypes.c_char_p, _sz, ctypes.POINTER(_sz))
+_cache_dir_path = _decl("stitch_cache_dir_path", _st, ctypes.c_char_p, _sz, ctypes.POINTER(_sz))
 _engine_create = _decl("stitch_engine_create", _st, _strs, _strs, _sz, ctypes.POINTER(_p))
 _engine_destroy = _decl("stitch_engine_destroy", None, _p)
 _engine_backend = _decl("stitch_engine_backend", _cstr, _p)
@@ -241,6 +251,24 @@ _program_run_at.argtypes = [_p, _p, _sz, _p, _sz, _p]
 def version() -> str:
     """The version of the loaded library, "MAJOR.MINOR.PATCH"."""
     return _version().decode()
+
+
+def _package_version() -> str:
+    """The installed package's version (stitch/_wheel_version.py, written by the wheel's build),
+    checked against the library's; the library's in a source tree, which has no such file."""
+    try:
+        from ._wheel_version import version as package
+    except ImportError:
+        return version()
+    if package != version():
+        raise ImportError(
+            "stitch: the package is version %s but the library it loaded, %s, is version %s; "
+            "unset STITCH_LIBRARY or point it at a libstitch.so of version %s"
+            % (package, _lib_path, version(), package))
+    return package
+
+
+__version__ = _package_version()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -815,6 +843,32 @@ def engine(**options: str) -> Engine:
         if e is None:
             e = _engines[key] = Engine(**options)
         return e
+
+
+def cache_dir() -> str:
+    """The kernel cache's directory in effect ($STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch,
+    else ~/.cache/stitch); it need not exist yet. StitchError when the disk layer is off
+    (STITCH_CACHE=0)."""
+    return _read_buffer(_cache_dir_path)
+
+
+BACKENDS = ("cpu", "cuda", "hip", "reference")
+
+
+def backends() -> Dict[str, Optional[str]]:
+    """Each backend of this build, mapped to None where it runs on this machine, else to the
+    reason it does not (the library's message: no driver, no device, built without LLVM). Found
+    by making an engine of each, as a caller would."""
+    found: Dict[str, Optional[str]] = {}
+    for name in BACKENDS:
+        try:
+            Engine(backend=name).close()
+            found[name] = None
+        except StitchError as e:
+            if e.status != Status.BACKEND_UNAVAILABLE:
+                raise
+            found[name] = e.message
+    return found
 
 
 def compile(graph: Union[Graph, str], backend: str = "auto", **options: str) -> Program:

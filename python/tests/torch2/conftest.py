@@ -1,6 +1,7 @@
 """The torch.compile tests need PyTorch 2.x: CTest runs them with the virtualenv .venv-torch
-(scripts/install_torch.py). Makes the source tree's package (python/) and the shared test models
-(python/tests/models.py) importable, and starts each test from a fresh Dynamo (no graphs, guards
+(scripts/install_torch.py), or the virtualenv holding the installed wheel (scripts/wheel.sh). Makes
+the package under test (package_under_test.py) and the shared test models (python/tests/models.py)
+importable, and starts each test from a fresh Dynamo (no graphs, guards
 or recompile counts left by the test before) and an empty list of Stitch reports."""
 import os
 import sys
@@ -10,7 +11,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # harness.py
 sys.path.insert(0, os.path.dirname(HERE))  # python/tests
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # python/
+import package_under_test  # noqa: E402
+
+package_under_test.use()  # python/, or the installed package (STITCH_TEST_INSTALLED=1)
 
 try:
     import torch

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import package_under_test
+
 pytest.importorskip("transformers")
 
 REPO = Path(__file__).resolve().parents[3]
@@ -22,7 +24,7 @@ def test_quick_run_json(tmp_path):
          "--dtypes", "f32", "--threads", "1", "--contenders", "eager,stitch", "--out", str(out),
          "--markdown", str(md), "--chart", str(chart)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+        env=package_under_test.subprocess_env())
     assert p.returncode == 0, p.stdout[-3000:]
     d = json.loads(out.read_text())
     assert d["notes"] == []

@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import harness
+import package_under_test
 import stitch.torch
 
 pytestmark = harness.needs_stitch
@@ -161,8 +162,7 @@ def test_disable_returns_the_graph_unchanged():
         assert stitch.torch.all_reports() == [], stitch.torch.all_reports()
         print("ok")
     """)
-    python_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, STITCH_DISABLE="1", PYTHONPATH=python_dir)
+    env = package_under_test.subprocess_env(STITCH_DISABLE="1")
     p = subprocess.run([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout

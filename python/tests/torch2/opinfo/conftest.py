@@ -19,7 +19,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # opinfo_*.py
-sys.path.insert(0, str(HERE.parents[2]))  # python/: the stitch package of this source tree
+sys.path.insert(0, str(HERE.parents[1]))  # python/tests
+import package_under_test  # noqa: E402
+
+package_under_test.use()  # python/, or the installed package (STITCH_TEST_INSTALLED=1)
 
 import opinfo_cases  # noqa: E402
 import opinfo_session  # noqa: E402
