@@ -17,7 +17,7 @@ import logging
 import re
 from typing import Optional, Tuple
 
-MINIMUM = (2, 8)
+MINIMUM = (2, 10)
 NEWEST_TESTED = (2, 15)
 
 log = logging.getLogger("stitch.torch")
