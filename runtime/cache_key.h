@@ -70,6 +70,7 @@ inline constexpr std::string_view kCanonicalKeyFormat = "stitch-kernel-key/2\n";
 // the disk cache" means kernels: a program's entry is counted by its program's warm starts
 // (src/driver/program_entry.h), and a machine profile (host_profile.h, device_profile.h) once per
 // process. Corrupt entries and remote errors count for every kind: they are the layers' health.
-enum class EntryKind { Kernel, Program, MachineProfile };
+// Tuned: a signature's autotuning decision with the chosen plan's artifact (src/driver/tuning.h).
+enum class EntryKind { Kernel, Program, MachineProfile, Tuned };
 
 }  // namespace stitch::rt

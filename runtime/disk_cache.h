@@ -161,6 +161,13 @@ class DiskCache {
     uint64_t bytes = 0;        // their sizes
     uint64_t temporaries = 0;  // store()'s temporary files, in progress or left by crashes
     uint64_t temporaryBytes = 0;
+    // The entries by what their key's first part says they are (read from each file's header,
+    // not verified: a count for people, never a reason to trust an entry): whole-program entries
+    // (src/driver/program_entry.h), autotuning decisions (src/driver/tuning.h), machine profiles
+    // (runtime/cpu/host_profile.h, runtime/gpu/device_profile.h); the rest are kernels.
+    uint64_t programs = 0;
+    uint64_t tuned = 0;
+    uint64_t profiles = 0;
   };
   DiskUsage usage() const;
   struct Removed {

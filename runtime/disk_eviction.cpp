@@ -234,6 +234,32 @@ void DiskCache::evictIfOverBound() {
       r.files, r.bytes, dir_.string(), total, maxBytes_);
 }
 
+namespace {
+
+// The first part of an entry's key, "name=value" (the note on DiskUsage), from the file's first
+// bytes; empty when they cannot be read or are not an entry's.
+std::string firstKeyPart(int dirFd, const std::string& name) {
+  const int fd = ::openat(dirFd, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return {};
+  uint8_t head[kDiskHeaderBytes + 256];
+  const ssize_t n = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  if (n < static_cast<ssize_t>(kDiskHeaderBytes) ||
+      std::memcmp(head, kDiskMagic.data(), kDiskMagic.size()) != 0)
+    return {};
+  try {
+    CanonicalReader r(std::string_view(reinterpret_cast<const char*>(head) + kDiskHeaderBytes,
+                                       static_cast<size_t>(n) - kDiskHeaderBytes));
+    if (r.string() != kCanonicalKeyFormat || r.integer<uint64_t>() == 0) return {};
+    std::string part = r.string();
+    return part + "=" + r.string();
+  } catch (const Error&) {
+    return {};  // a key longer than what was read, or not a key
+  }
+}
+
+}  // namespace
+
 DiskCache::DiskUsage DiskCache::usage() const {
   DiskUsage u;
   if (!enabled_) return u;
@@ -244,6 +270,12 @@ DiskCache::DiskUsage DiskCache::usage() const {
   u.bytes = s.entryBytes;
   u.temporaries = s.temporaries.size();
   u.temporaryBytes = s.temporaryBytes;
+  for (const ScannedFile& f : s.entries) {
+    const std::string kind = firstKeyPart(d->fd(), f.name);
+    if (kind == "entry=program") ++u.programs;
+    else if (kind == "entry=tuned-program") ++u.tuned;
+    else if (kind == "kind=host-profile" || kind == "kind=device-profile") ++u.profiles;
+  }
   return u;
 }
 

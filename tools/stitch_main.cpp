@@ -4,7 +4,7 @@
 //   stitch run FILE [--graph NAME] [--dim SYM=N ...] [--backend B] [--check] [--seed S] [--iters K]
 //                   [--plan-candidate K]
 //   stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--format F]
-//                    [--plan-candidate K]
+//                    [--plan-candidate K] [--backend B] [--explain]
 //   stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target T] [--fusion M] [--emit E]
 //                       [--plan-candidate K]
 //   stitch demo [--backend B] [--iters K]
@@ -22,6 +22,11 @@
 // to 10 back-to-back runs, each ended by one synchronize (see runGraph). --plan-candidate K runs
 // (plans, compiles) the planner's K-th next best plan instead of its pick: bench/gpu/run.py
 // measures alternative plans with it to check the cost model's ranking on the hardware.
+// `plan --backend B` plans for that backend's own machine instead of a --target profile, and says
+// where the plan comes from: the decision of an autotuning entry in the kernel cache for this
+// machine (STITCH_AUTOTUNE=1 on a run makes one), with each candidate's measured time, or the
+// cost model's pick. `--explain` asks for the text format, which is already the default: the
+// explanation.
 // `stitch cache` acts on the kernel cache's directory the environment names (STITCH_CACHE_DIR,
 // else $XDG_CACHE_HOME/stitch or ~/.cache/stitch): `stats` prints what it holds against its limit
 // (STITCH_CACHE_MAX_MB), `clear` removes every entry, `prune` removes stale temporary files and
@@ -85,7 +90,7 @@ const char* kUsage =
     "                       [--iters K] [--plan-candidate K]\n"
     "       stitch plan FILE [--graph NAME] [--dim SYM=N ...] [--target sm_90|sm_80|gfx90a|host]\n"
     "                        [--fusion stitch|basic|off] [--format text|dot|json]\n"
-    "                        [--plan-candidate K]\n"
+    "                        [--plan-candidate K] [--backend B] [--explain]\n"
     "       stitch codegen FILE [--graph NAME] [--dim SYM=N ...] [--target "
     "sm_90|sm_80|gfx90a|host]\n"
     "                           [--fusion stitch|basic|off] [--emit report|source]\n"
@@ -128,6 +133,7 @@ Options parseOptions(const std::vector<std::string>& args, bool wantFile) {
     if (a == "--graph") o.graph = value();
     else if (a == "--backend") o.backend = value();
     else if (a == "--check") o.check = true;
+    else if (a == "--explain") o.planOptions["format"] = "text";
     else if (a == "--target" || a == "--fusion" || a == "--format" || a == "--emit")
       o.planOptions[a.substr(2)] = value();
     else if (a == "--plan-candidate") o.planCandidate = value();
@@ -246,9 +252,15 @@ RunResult runGraph(const Engine& engine, const Graph& g, std::vector<HostTensor>
   r.fromDisk = after.disk_hits - before.disk_hits;
   r.fromRemote = after.remote_hits - before.remote_hits;
   const stitch_program_stats_t s = p.stats();
-  r.plan = s.warm_starts   ? "the program cache (no planning)"
-           : s.plan_reuses ? "its shape class's kept plan"
-                           : "searched";
+  const stitch_program_tuning_t t = p.tuning();
+  const char* choice = t.switched ? "not the cost model's pick" : "the cost model's pick";
+  r.plan =
+      t.from_entries ? fmt::format("the tuning entry's decision, {} (nothing measured)", choice)
+      : t.measured && t.single_plan ? std::string("searched; one candidate plan, nothing to tune")
+      : t.measured    ? fmt::format("autotuned in {:.4g} ms, {}", t.seconds * 1e3, choice)
+      : s.warm_starts ? std::string("the program cache (no planning)")
+      : s.plan_reuses ? std::string("its shape class's kept plan")
+                      : std::string("searched");
   // On a GPU, runs are queued in batches of up to kBatch with one synchronize per batch, and each
   // batch gives a sample of its mean time per run: launches overlap the previous run as in a
   // training loop, and the synchronize's latency is not counted once per run.
@@ -356,8 +368,10 @@ void rejectOptions(const Options& o, const char* cmd, bool planFlags, bool runFl
                             (key == "format" && c == "plan") || (key == "emit" && c == "codegen"));
     if (!ok) throw UsageError{fmt::format("--{} is not an option of `stitch {}`", key, cmd)};
   }
-  if (!runFlags && (o.backend || o.check || o.iters))
-    throw UsageError{fmt::format("--backend, --check and --iters are options of `stitch run`")};
+  if (!runFlags && (o.check || o.iters))
+    throw UsageError{fmt::format("--check and --iters are options of `stitch run`")};
+  if (!runFlags && o.backend && c != "plan")
+    throw UsageError{fmt::format("--backend is not an option of `stitch {}`", cmd)};
   if (o.planCandidate && c == "demo")
     throw UsageError{"--plan-candidate is not an option of `stitch demo`"};
 }
@@ -380,6 +394,7 @@ int cmdExplain(const std::vector<std::string>& args, const char* cmd) {
   bool codegen = std::string(cmd) == "codegen";
   std::map<std::string, std::string> options = o.planOptions;
   if (o.planCandidate) options["plan_candidate"] = *o.planCandidate;
+  if (o.backend) options["backend"] = *o.backend;
   Module m = Module::parseFile(o.file);
   for (const Graph& g : selectGraphs(m, o)) {
     std::map<std::string, int64_t> sizes;
@@ -453,7 +468,10 @@ int cmdCache(const std::vector<std::string>& args) {
     const std::string dir = cacheDirPath();
     const stitch_cache_dir_stats_t s = cacheDirStats();
     fmt::print("directory: {}\n", dir);
+    const stitch_cache_dir_kinds_t k = cacheDirKinds();
     fmt::print("entries: {}, {}\n", s.entries, humanBytes(s.bytes));
+    fmt::print("  kernels: {}, program entries: {}, tuned plans: {}, machine profiles: {}\n",
+               k.kernels, k.programs, k.tuned, k.profiles);
     fmt::print("temporary files: {}, {}\n", s.temporaries, humanBytes(s.temporary_bytes));
     fmt::print("limit (STITCH_CACHE_MAX_MB): {}, {:.1f}% used\n", humanBytes(s.limit_bytes),
                100.0 * static_cast<double>(s.bytes) / static_cast<double>(s.limit_bytes));

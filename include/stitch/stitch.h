@@ -253,6 +253,12 @@ STITCH_API stitch_graph_t stitch_module_find_graph(stitch_module_t module, const
  *             the k-th next best distinct plan it evaluated, by the cost model (for measuring the
  *             model against the hardware); STITCH_ERROR_INVALID_ARGUMENT when it saw fewer
  *   "format": text (default) | dot | json
+ *   "backend": auto | cuda | hip | cpu   instead of "target": plan for that backend's own machine
+ *             (its measured profile), as its programs do, and, when its kernel cache holds an
+ *             autotuning decision for this graph and these sizes on this machine (engine option
+ *             "autotune"), explain the plan that decision runs; the text format then starts with
+ *             what was measured (each candidate's model estimate and measured time). Nothing is
+ *             run or measured; a device is needed for a GPU backend.
  * `symbols`/`sizes` give every symbolic dim of the inputs a size (all must be given). The
  * explanation is written as by stitch_graph_print. No device is needed. */
 STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* const* keys,
@@ -290,6 +296,20 @@ STITCH_API stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const
  *   "dump_dir": a directory; empty: the current directory   (default: $STITCH_DUMP_DIR, else the
  *              current directory): where those files go. It is not created; a file that cannot be
  *              written there is logged at warn level and the run goes on.
+ *   "autotune": a boolean   (default: $STITCH_AUTOTUNE, else off): on a program's first run of
+ *              an input signature, build the planner's pick and its next best plans, time each on
+ *              the run's inputs with scratch outputs (the caller's outputs are written once, by
+ *              the plan chosen), and run the fastest; a plan whose outputs differ from the pick's
+ *              by more than the reference tolerance is never chosen. The decision and the chosen
+ *              plan are kept in the kernel cache's disk and remote layers, keyed by the program
+ *              entry's parts and the machine, so another process or host of the same machine runs
+ *              it with no measurement (README, "Autotuning"). Exclusive with a plan_candidate
+ *              other than 0 (STITCH_ERROR_INVALID_ARGUMENT).
+ *   "autotune_candidates": 1 .. 16   (default: $STITCH_AUTOTUNE_CANDIDATES, else 3): how many
+ *              plans, the pick included; part of the decision's key.
+ *   "autotune_budget_ms": 1 .. 600000   (default: $STITCH_AUTOTUNE_BUDGET_MS, else 1000): the
+ *              time one signature's tuning may take after the pick is built: building and
+ *              compiling the other plans, then timing rounds (at least 3, at most 25).
  * Defaults come from the STITCH_* environment variables when set; an explicit option wins over
  * the environment. An unknown key or value fails with STITCH_ERROR_INVALID_ARGUMENT listing the
  * valid ones. Asking for a backend this build or machine lacks fails with
@@ -409,6 +429,20 @@ typedef struct {
 STITCH_API stitch_status_t stitch_program_stats(stitch_program_t program,
                                                 stitch_program_stats_t* out);
 
+/* Autotuning of one program's input signatures (engine option "autotune"); all zero when it is
+ * off. Each tuned signature is counted once, in `measured` or `from_entries`. */
+typedef struct {
+  uint64_t measured;     /* signatures this program tuned itself (timing their candidates) */
+  uint64_t from_entries; /* signatures that ran the decision of a tuning entry of the kernel
+                            cache (an earlier process or another host measured it): no timing */
+  uint64_t single_plan;  /* of both, signatures whose search made one plan: nothing to time */
+  uint64_t switched;     /* of both, signatures that run a plan other than the cost model's pick */
+  double seconds;        /* time this program spent tuning: building, compiling and timing */
+} stitch_program_tuning_t;
+
+STITCH_API stitch_status_t stitch_program_tuning(stitch_program_t program,
+                                                 stitch_program_tuning_t* out);
+
 /* ---------------------------------------------------------------------------------------------
  * The kernel cache's directory
  *
@@ -457,6 +491,17 @@ STITCH_API stitch_status_t stitch_cache_dir_path(char* buf, size_t capacity, siz
 
 /* Counts the entries and temporary files in the directory, and reads the limit. */
 STITCH_API stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out);
+
+/* The directory's entries by kind, as their keys name them (each file's header is read, not
+ * verified: a count, not a judgement; stitch_cache_dir_prune verifies). */
+typedef struct {
+  uint64_t kernels;  /* compiled kernels */
+  uint64_t programs; /* whole-program entries (warm starts) */
+  uint64_t tuned;    /* autotuning decisions with their chosen plans (engine option "autotune") */
+  uint64_t profiles; /* machine profiles: a host's or a device's measured figures */
+} stitch_cache_dir_kinds_t;
+
+STITCH_API stitch_status_t stitch_cache_dir_kinds(stitch_cache_dir_kinds_t* out);
 
 /* Removes every entry and every temporary file from the directory (a writer whose temporary file
  * goes does not store its entry). *removed_files and *freed_bytes (each may be NULL) receive how

@@ -207,6 +207,11 @@ class Program : public Handle<stitch_program_t, stitch_program_destroy> {
     check(stitch_program_stats(h_, &s));
     return s;
   }
+  stitch_program_tuning_t tuning() const {
+    stitch_program_tuning_t t{};
+    check(stitch_program_tuning(h_, &t));
+    return t;
+  }
   std::vector<int64_t> outputShape(const std::vector<DLTensor>& inputs, size_t index) const {
     size_t rank = 0;
     check(stitch_program_output_shape(h_, inputs.data(), inputs.size(), index, nullptr, 0, &rank));
@@ -275,6 +280,11 @@ inline stitch_cache_dir_stats_t cacheDirStats() {
   stitch_cache_dir_stats_t s{};
   check(stitch_cache_dir_stats(&s));
   return s;
+}
+inline stitch_cache_dir_kinds_t cacheDirKinds() {
+  stitch_cache_dir_kinds_t k{};
+  check(stitch_cache_dir_kinds(&k));
+  return k;
 }
 struct CacheDirCleared {
   uint64_t files = 0;

@@ -58,6 +58,16 @@ stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out) {
   })
 }
 
+stitch_status_t stitch_cache_dir_kinds(stitch_cache_dir_kinds_t* out) {
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    const rt::DiskCache::DiskUsage u = cacheFromEnv().usage();
+    *out = stitch_cache_dir_kinds_t{u.entries - u.programs - u.tuned - u.profiles, u.programs,
+                                    u.tuned, u.profiles};
+    return STITCH_OK;
+  })
+}
+
 stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint64_t* freed_bytes) {
   rt::DiskCache::Removed r;
   STITCH_API_GUARD({ r = cacheFromEnv().clear(); })

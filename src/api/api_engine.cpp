@@ -1,8 +1,9 @@
 // Engines in the C API: options, backend resolution, memory, cache statistics.
 //
 // An engine is a resolved configuration (api_internal.h, EngineConfig): the backend (one of
-// runtime/backend.h's process-wide instances), the fusion mode and the dump settings (STITCH_DUMP
-// and STITCH_DUMP_DIR, or the options "dump" and "dump_dir").
+// runtime/backend.h's process-wide instances), the fusion mode, the dump settings (STITCH_DUMP
+// and STITCH_DUMP_DIR, or the options "dump" and "dump_dir") and the autotuning settings
+// (STITCH_AUTOTUNE*, or the options "autotune*": driver/tuning.h).
 // Everything an engine does with memory goes through the backend's interface.
 #include <algorithm>
 #include <array>
@@ -19,8 +20,9 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kOptionKeys = {"backend",      "fusion", "plan_candidate",
-                                                         "remote_cache", "dump",   "dump_dir"};
+constexpr std::array<std::string_view, 9> kOptionKeys = {
+    "backend",  "fusion",   "plan_candidate",      "remote_cache",      "dump",
+    "dump_dir", "autotune", "autotune_candidates", "autotune_budget_ms"};
 constexpr std::array<std::string_view, 3> kDumpChoices = {"plan", "source", "llvm"};
 
 }  // namespace
@@ -73,6 +75,7 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
     auto config = std::make_shared<api::EngineConfig>();
     config->fusion = fusion::modeFromEnv();
     config->dump = api::dumpFromEnv();
+    config->autotune = driver::autotuneFromEnv();
     std::optional<std::optional<rt::RemoteCacheConfig>> remote;  // set: the option was given
     for (const auto& [key, value] :
          api::readOptions(keys, values, num_options, kOptionKeys, "engine")) {
@@ -81,8 +84,15 @@ stitch_status_t stitch_engine_create(const char* const* keys, const char* const*
       else if (key == "remote_cache") remote = rt::remoteCacheConfigFromOption(value);
       else if (key == "dump") api::parseDump("dump", value, config->dump);
       else if (key == "dump_dir") config->dump.dir = value.empty() ? "." : value;
+      else if (key.starts_with("autotune"))
+        driver::parseAutotuneOption(key, value, config->autotune);
       else config->planCandidate = api::parsePlanCandidate(value);
     }
+    STITCH_CHECK(!config->autotune.enabled || config->planCandidate == 0,
+                 ErrorCode::InvalidArgument,
+                 "plan_candidate {} and autotuning exclude each other: autotuning measures the "
+                 "planner's pick and its next plans itself (STITCH_AUTOTUNE, option autotune)",
+                 config->planCandidate);
     config->backend = &rt::requireBackend(rt::resolveBackend(backend));
     // The backend's kernel cache is process-wide, and so is its remote layer (stitch.h).
     if (remote)

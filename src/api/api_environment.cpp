@@ -76,6 +76,9 @@ constexpr Reader kReaders[] = {
     {"STITCH_CPU_FEATURES", nullptr},  // no host backend in this build: nothing reads it
 #endif
     {"STITCH_SHAPE_CLASSES", [] { (void)driver::shapeClassesEnabled(); }},
+    {"STITCH_AUTOTUNE", [] { (void)driver::autotuneFromEnv(); }},
+    {"STITCH_AUTOTUNE_CANDIDATES", [] { (void)driver::autotuneFromEnv(); }},
+    {"STITCH_AUTOTUNE_BUDGET_MS", [] { (void)driver::autotuneFromEnv(); }},
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},
     {"STITCH_REPORT", [] { (void)env::getChoice("STITCH_REPORT", kReportStreams); }},

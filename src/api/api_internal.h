@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "driver/driver.h"
+#include "driver/tuning.h"
 #include "fusion/plan.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
@@ -70,6 +71,9 @@ struct EngineConfig {
   fusion::Mode fusion = fusion::Mode::Stitch;
   int planCandidate = 0;  // "plan_candidate": 0, the planner's pick
   DumpSettings dump;
+  // STITCH_AUTOTUNE*, or the options "autotune", "autotune_candidates", "autotune_budget_ms"
+  // (driver/tuning.h). Exclusive with a plan_candidate other than 0: tuning starts from the pick.
+  driver::AutotuneSettings autotune;
 };
 
 // Writes text into buf as the C API's string outputs do: NUL-terminated, truncated to capacity;

@@ -5,12 +5,14 @@
 #include <cstring>
 #include <set>
 
+#include "api/api_autotune.h"
 #include "api/api_internal.h"
 #include "fusion/explain.h"
 #include "fusion/hardware.h"
 #include "fusion/planner.h"
 #include "ir/signature.h"
 #include "runtime/support/env.h"
+#include "runtime/support/hash.h"
 #include "runtime/support/logging.h"
 
 using namespace stitch;
@@ -90,8 +92,47 @@ int parsePlanCandidate(const std::string& value) {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kPlanOptions = {"target", "fusion", "format",
-                                                          "plan_candidate"};
+constexpr std::array<std::string_view, 5> kPlanOptions = {"target", "fusion", "format",
+                                                          "plan_candidate", "backend"};
+
+// The plan a program of `backend` would run for these sizes, explained, after a line that says
+// where it comes from: the decision of a tuning entry of the backend's kernel cache for this
+// machine (autotuning: driver/tuning.h; the entry's K is STITCH_AUTOTUNE_CANDIDATES), with the
+// candidates' measured times, or the cost model's pick. Nothing runs: the entry is read, not made.
+std::string explainForBackend(const ir::Graph& g, const std::string& backendName,
+                              driver::Options options, const std::string& format,
+                              const char* const* symbols, const int64_t* sizes, size_t n) {
+  rt::Backend& backend = rt::requireBackend(rt::resolveBackend(backendName));
+  const std::unique_ptr<target::Target> t = target::makeTarget(backend.target());
+  api::PlannedGraph p = api::buildForSizes(g, *t, options, symbols, sizes, n, driver::Stage::Plan);
+  std::string origin = options.planCandidate == 0
+                           ? "# plan: the cost model's pick (no tuning entry for this machine; "
+                             "STITCH_AUTOTUNE=1 makes one on a run)\n"
+                           : "";
+  rt::PersistentLayers* layers = t->generatesCode() ? backend.persistentLayers() : nullptr;
+  if (layers && options.planCandidate == 0) {
+    // The signature the graph's inputs have at these sizes (ConcreteInput holds spans: the
+    // shapes live in `shapes`).
+    std::vector<std::vector<int64_t>> shapes;
+    for (int i : p.optimized.inputs())
+      shapes.push_back(ir::concretize(p.optimized.node(i).type.shape, p.build.plan.bindings));
+    std::vector<ir::ConcreteInput> sig;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      sig.push_back({p.optimized.node(p.optimized.inputs()[i]).type.dtype, shapes[i]});
+    const rt::CacheKey key = driver::tunedEntryKey(p.optimized, sig, backend.target(), options,
+                                                   driver::autotuneFromEnv().candidates);
+    if (std::optional<driver::TunedEntry> e =
+            api::loadTunedEntry(*layers, key, p.optimized, sig, *t, backend.target())) {
+      options.planCandidate = e->record.chosen;
+      p.build = driver::build(p.optimized, p.build.plan.bindings, *t, options, driver::Stage::Plan);
+      origin = driver::tuningText(e->record, /*fromEntry=*/true);
+    }
+  }
+  const fusion::Plan& plan = p.build.plan;
+  if (format == "json") return fusion::explainJson(p.optimized, plan);
+  if (format == "dot") return fusion::explainDot(p.optimized, plan);
+  return origin + fusion::explainText(p.optimized, plan);
+}
 constexpr std::array<std::string_view, 3> kFormats = {"text", "dot", "json"};
 
 }  // namespace
@@ -115,9 +156,12 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
   if (capacity) STITCH_API_REQUIRE(buf);
   STITCH_API_GUARD({
     std::string target = "sm_90", format = "text";
+    std::optional<std::string> backend;
     driver::Options options{fusion::modeFromEnv()};
+    bool targetGiven = false;
     for (const auto& [k, v] : api::readOptions(keys, values, num_options, kPlanOptions, "plan")) {
-      if (k == "target") target = v;
+      if (k == "target") target = v, targetGiven = true;
+      else if (k == "backend") backend = v;
       else if (k == "fusion") options.mode = fusion::parseMode(v);
       else if (k == "plan_candidate") options.planCandidate = api::parsePlanCandidate(v);
       else format = v;
@@ -126,6 +170,15 @@ stitch_status_t stitch_graph_explain_plan(stitch_graph_t graph, const char* cons
                  ErrorCode::InvalidArgument, "unknown plan format '{}'; valid formats: {}", format,
                  env::joinChoices(kFormats));
     configureLoggingFromEnv();
+    if (backend) {
+      STITCH_CHECK(!targetGiven, ErrorCode::InvalidArgument,
+                   "plan options target and backend exclude each other: a backend plans for its "
+                   "own machine");
+      api::copyOut(
+          explainForBackend(graph->graph(), *backend, options, format, symbols, sizes, num_symbols),
+          buf, capacity, needed);
+      return STITCH_OK;
+    }
     // Plans are explained for the cost model's profiles only (stitch codegen takes any sm_XY).
     STITCH_CHECK(fusion::findProfile(target).has_value(), ErrorCode::InvalidArgument,
                  "unknown target '{}'; valid targets: {}", target, fusion::profileNames());

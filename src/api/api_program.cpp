@@ -25,10 +25,12 @@
 #include <map>
 #include <mutex>
 
+#include "api/api_autotune.h"
 #include "api/api_dlpack.h"
 #include "api/api_internal.h"
 #include "driver/driver.h"
 #include "driver/program_entry.h"
+#include "driver/tuning.h"
 #include "fusion/explain.h"
 #include "ir/signature.h"
 #include "lower/size_args.h"
@@ -75,6 +77,8 @@ struct stitch_program_s {
   std::map<std::string, std::shared_ptr<SignatureState>> states;
   // Signatures whose artifact came from a whole-program entry (driver/program_entry.h).
   uint64_t warmStarts = 0;
+  // Autotuning (driver/tuning.h), guarded by `mutex` too.
+  stitch_program_tuning_t tuning{};
   // Its own lock, so that a repeat run never waits for another signature's compile (stateFor
   // holds `mutex` while the driver builds).
   std::mutex checkedMutex;  // guards checked
@@ -103,7 +107,8 @@ std::string signatureKey(std::span<const reference::TensorView> inputs) {
 // GRAPH.SIGNATURE-HASH.WHAT, one set per signature. The generated code is each kernel's preferred
 // form: CUDA/HIP C++ ("source"), or LLVM IR before optimization ("llvm"): exactly what the backend
 // compiles.
-void dump(const stitch_program_s& p, const std::string& key, const driver::Build& b) {
+void dump(const stitch_program_s& p, const std::string& key, const driver::Build& b,
+          const std::string& tuning = {}) {
   const api::EngineConfig& c = *p.config;
   const uint64_t h = fnv1a64(key);
   auto write = [&](const char* what, const std::string& suffix, const std::string& text) {
@@ -135,6 +140,11 @@ void dump(const stitch_program_s& p, const std::string& key, const driver::Build
                            o.className, searchedAt);
     else if (!o.className.empty())
       origin = fmt::format("# plan: class {}, searched for these sizes\n", o.className);
+    // Where the plan came from: the model's pick, or autotuning's measured choice.
+    if (!tuning.empty()) origin += tuning;
+    else if (!c.autotune.enabled) origin += "# plan: the cost model's pick (autotuning is off)\n";
+    else
+      origin += "# plan: the cost model's pick (this backend runs no kernels: nothing to tune)\n";
     write(
         "plan", "plan.txt",
         "# signature " + key + "\n" + origin + classes + fusion::explainText(p.optimized, b.plan));
@@ -176,6 +186,70 @@ std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
   }
 }
 
+// The state of a new signature with autotuning on: the decision of its tuned entry when one
+// holds for this machine (another process or host measured it), else measured here
+// (api_autotune.h) and stored for the fleet. Called with p.mutex held.
+std::shared_ptr<SignatureState> tunedStateFor(stitch_program_s& p, const std::string& key,
+                                              std::span<const ir::ConcreteInput> sig,
+                                              const target::Target& target,
+                                              const driver::Options& options,
+                                              std::span<const reference::TensorView> inputs,
+                                              void* stream) {
+  const api::EngineConfig& c = *p.config;
+  rt::Backend& backend = *c.backend;
+  rt::PersistentLayers* layers = backend.persistentLayers();
+  const bool dumping = c.dump.plan || c.dump.source || c.dump.llvm;
+  const ir::Bindings bindings = ir::bindInputs(p.optimized, sig);
+  auto state = std::make_shared<SignatureState>();
+  std::optional<rt::CacheKey> entry;
+  if (layers)
+    entry =
+        driver::tunedEntryKey(p.optimized, sig, backend.target(), options, c.autotune.candidates);
+  if (entry) {
+    if (std::optional<driver::TunedEntry> e =
+            api::loadTunedEntry(*layers, *entry, p.optimized, sig, target, backend.target())) {
+      const int chosen = e->record.chosen;
+      try {
+        if (dumping) {
+          // What is dumped must be what runs: the chosen candidate built again, and run.
+          driver::Build b =
+              driver::build(p.optimized, bindings, target, {options.mode, chosen},
+                            driver::Stage::Emit, chosen == 0 ? p.plans.get() : nullptr);
+          dump(p, key, b, driver::tuningText(e->record, /*fromEntry=*/true));
+          state->executable = backend.load(b.artifact);
+        } else {
+          state->executable = backend.load(e->artifact);
+        }
+      } catch (const Error& err) {
+        layers->rejected(*entry, fmt::format("graph {}'s tuning entry", p.graph.name()),
+                         err.what());
+      }
+      if (state->executable) {
+        ++p.tuning.from_entries;
+        if (e->record.candidates.size() == 1) ++p.tuning.single_plan;
+        if (chosen != 0) ++p.tuning.switched;
+        log().debug("graph {}: signature {} runs candidate {}, its tuning entry's decision",
+                    p.graph.name(), key, chosen);
+        p.states.emplace(key, state);
+        return state;
+      }
+    }
+  }
+  api::TunedSignature t = api::autotune(p.optimized, bindings, target, backend, options, c.autotune,
+                                        p.plans.get(), inputs, stream);
+  ++p.tuning.measured;
+  if (t.record.candidates.size() == 1) ++p.tuning.single_plan;
+  if (t.record.chosen != 0) ++p.tuning.switched;
+  p.tuning.seconds += t.record.seconds;
+  dump(p, key, t.build, driver::tuningText(t.record, /*fromEntry=*/false));
+  state->executable = std::move(t.executable);
+  if (entry)
+    layers->store(*entry, driver::encodeTunedEntry(t.record, t.build.artifact),
+                  rt::EntryKind::Tuned);
+  p.states.emplace(key, state);
+  return state;
+}
+
 // The state for this input signature, made on its first run, and later runs of the signature find
 // it in the map. A whole-program entry of the backend's persistent layers gives the artifact with
 // no planning (the backend's load() then finds the kernels in its cache); otherwise the driver
@@ -183,7 +257,8 @@ std::optional<rt::ProgramArtifact> warmArtifact(rt::PersistentLayers& layers,
 // written, and the backend loads it. STITCH_DUMP builds every new signature, so that what is
 // dumped is what runs.
 std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
-                                         std::span<const reference::TensorView> inputs) {
+                                         std::span<const reference::TensorView> inputs,
+                                         void* stream) {
   std::string key = signatureKey(inputs);
   std::lock_guard<std::mutex> lock(p.mutex);
   if (auto it = p.states.find(key); it != p.states.end()) return it->second;
@@ -194,6 +269,8 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   const std::unique_ptr<target::Target> target = target::makeTarget(backend.target());
   const bool oracle = !target->generatesCode();
   const driver::Options options{c.fusion, c.planCandidate};
+  if (c.autotune.enabled && !oracle)
+    return tunedStateFor(p, key, sig, *target, options, inputs, stream);
   auto state = std::make_shared<SignatureState>();
   rt::PersistentLayers* layers = oracle ? nullptr : backend.persistentLayers();
   std::optional<rt::CacheKey> entry;
@@ -317,7 +394,7 @@ std::shared_ptr<SignatureState> runChecked(stitch_program_s& program,
                  api::outputName(g, j));
     runOut[j].data = staged[j].data.get();
   }
-  std::shared_ptr<SignatureState> state = stateFor(program, in);
+  std::shared_ptr<SignatureState> state = stateFor(program, in, stream);
   if (state->executable) runKernels(program, *state, in, runOut, stream);
   else reference::evaluate(g, in, runOut);  // the oracle runs the graph as given
   for (size_t j = 0; j < out.size(); ++j)
@@ -491,6 +568,16 @@ stitch_status_t stitch_program_stats(stitch_program_t program, stitch_program_st
     const uint64_t planned = signatures - warm;
     const uint64_t reuses = std::min<uint64_t>(plans.reuses, planned);
     *out = stitch_program_stats_t{signatures, planned - reuses, reuses, plans.classes, warm};
+    return STITCH_OK;
+  })
+}
+
+stitch_status_t stitch_program_tuning(stitch_program_t program, stitch_program_tuning_t* out) {
+  STITCH_API_HANDLE(program);
+  STITCH_API_REQUIRE(out);
+  STITCH_API_GUARD({
+    std::lock_guard<std::mutex> lock(program->mutex);
+    *out = program->tuning;
     return STITCH_OK;
   })
 }

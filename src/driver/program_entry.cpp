@@ -236,6 +236,12 @@ std::string serializeTarget(const rt::Target& t) {
 rt::CacheKey programEntryKey(const ir::Graph& optimized,
                              std::span<const ir::ConcreteInput> signature, const rt::Target& target,
                              const Options& options) {
+  return signatureEntryKey("program", kProgramEntryFormat, optimized, signature, target, options);
+}
+
+rt::CacheKey signatureEntryKey(std::string_view entry, uint32_t format, const ir::Graph& optimized,
+                               std::span<const ir::ConcreteInput> signature,
+                               const rt::Target& target, const Options& options) {
   CanonicalWriter sig;
   sig.length(signature.size());
   for (const ir::ConcreteInput& in : signature) {
@@ -245,8 +251,8 @@ rt::CacheKey programEntryKey(const ir::Graph& optimized,
   }
   const auto& [mode, planCandidate] = options;
   rt::CacheKey key;
-  key.add("entry", "program")
-      .add("entry-format", canonicalBytes(kProgramEntryFormat))
+  key.add("entry", std::string(entry))
+      .add("entry-format", canonicalBytes(format))
       .add("graph", serializeGraph(optimized))
       .add("signature", sig.take())
       .add("target", serializeTarget(target))

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "driver/driver.h"
@@ -80,6 +81,12 @@ std::string serializeTarget(const rt::Target& t);
 rt::CacheKey programEntryKey(const ir::Graph& optimized,
                              std::span<const ir::ConcreteInput> signature, const rt::Target& target,
                              const Options& options);
+
+// The same parts under another kind of entry and its format (the tuned entries of
+// driver/tuning.h add theirs after them).
+rt::CacheKey signatureEntryKey(std::string_view entry, uint32_t format, const ir::Graph& optimized,
+                               std::span<const ir::ConcreteInput> signature,
+                               const rt::Target& target, const Options& options);
 
 // The payload of an entry, and back. decodeProgramArtifact throws InvalidArgument for bytes that
 // are not an encoded artifact; code that includes headers gets the target's (a GPU's device
