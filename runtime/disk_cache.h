@@ -103,6 +103,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/cache_key.h"
@@ -164,7 +165,8 @@ class DiskCache {
     // The entries by what their key's first part says they are (read from each file's header,
     // not verified: a count for people, never a reason to trust an entry): whole-program entries
     // (src/driver/program_entry.h), autotuning decisions (src/driver/tuning.h), machine profiles
-    // (runtime/cpu/host_profile.h, runtime/gpu/device_profile.h); the rest are kernels.
+    // (runtime/cpu/host_profile.h, runtime/gpu/device_profile.h) and cost calibrations
+    // (runtime/cost_calibration.h); the rest are kernels.
     uint64_t programs = 0;
     uint64_t tuned = 0;
     uint64_t profiles = 0;
@@ -186,6 +188,17 @@ class DiskCache {
   // cache's key included), then evicts to the size bound. When a file cannot be removed or read,
   // or the key cannot be had, throws IO after doing the rest (clear() likewise).
   PruneResult prune();
+
+  // The entries whose key's first part is `firstPart` ("entry=tuned-program", as DiskUsage reads
+  // them), each verified as load() verifies its entry (header, sizes, the key against the file's
+  // name, the tag under this cache's key), for tools that read every entry of a kind (`stitch
+  // tune fit`). An entry that fails is skipped (logged at debug), never removed, and recency is
+  // left alone. Nothing without a key to verify with (none is made). `name` is the file's.
+  struct VerifiedEntry {
+    std::string name;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<VerifiedEntry> verifiedEntries(std::string_view firstPart);
 
   CacheStats stats() const { return stats_.snapshot(); }
   void resetStats() { stats_.reset(); }

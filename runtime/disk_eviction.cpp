@@ -274,9 +274,48 @@ DiskCache::DiskUsage DiskCache::usage() const {
     const std::string kind = firstKeyPart(d->fd(), f.name);
     if (kind == "entry=program") ++u.programs;
     else if (kind == "entry=tuned-program") ++u.tuned;
-    else if (kind == "kind=host-profile" || kind == "kind=device-profile") ++u.profiles;
+    else if (kind == "kind=host-profile" || kind == "kind=device-profile" ||
+             kind == "kind=cost-calibration")
+      ++u.profiles;
   }
   return u;
+}
+
+std::vector<DiskCache::VerifiedEntry> DiskCache::verifiedEntries(std::string_view firstPart) {
+  std::vector<VerifiedEntry> out;
+  if (!enabled_) return out;
+  std::unique_ptr<DirStream> d = openForMaintenance(dir_);
+  if (!d) return out;
+  const std::shared_ptr<const CacheSecret> key = secret(/*create=*/false);
+  if (!key) return out;  // nothing here can be verified (and none of it was written by us)
+  const DirScan s = scanDirectory(*d);
+  for (const ScannedFile& f : s.entries) {
+    if (firstKeyPart(d->fd(), f.name) != firstPart || f.bytes > kMaxEntryBytes) continue;
+    const Fd fd(::openat(d->fd(), f.name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (fd.fd < 0 || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) > kMaxEntryBytes)
+      continue;
+    std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+    EntryHeader h;
+    std::string why = !readAll(fd.fd, bytes.data(), bytes.size())
+                          ? "it cannot be read whole"
+                          : parseEntryHeader(bytes.data(), bytes.size(), h);
+    std::optional<std::vector<uint8_t>> payload;
+    if (why.empty()) {
+      const std::string_view canonical(
+          reinterpret_cast<const char*>(bytes.data()) + kDiskHeaderBytes, h.keyBytes);
+      if (fmt::format("{:016x}{}", fnv1a64(canonical), kDiskExtension) != f.name)
+        why = "the key in the header does not hash to the file's name";
+      else payload = decodeEntry(*key, bytes, canonical, &why);
+    }
+    if (!payload) {
+      stitch::log().debug("kernel cache: skipping {}: {}", (dir_ / f.name).string(), why);
+      continue;
+    }
+    out.push_back(VerifiedEntry{f.name, std::move(*payload)});
+  }
+  return out;
 }
 
 // A writer whose temporary file goes loses its rename: that entry is not stored (a recompile

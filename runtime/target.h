@@ -70,6 +70,20 @@ struct HostProfile {
   bool operator==(const HostProfile&) const = default;
 };
 
+// The cost model's figures fitted to this machine's measured plans (runtime/cost_calibration.h,
+// `stitch tune fit`), laid over the profile the target's facts() builds, after the measured host
+// or device figures. Zero means not calibrated: the profile's figure stands.
+struct CostCalibration {
+  double memoryBandwidth = 0;  // bytes/s
+  double memoryLatency = 0;    // s
+  double launchOverhead = 0;   // s per kernel
+  double flops = 0;            // simple f32 ops/s
+  double expensiveFlops = 0;   // transcendental ops/s
+  double gridSyncTime = 0;     // s per grid-wide barrier
+  int samples = 0;             // the measured plans it was fitted to
+  bool operator==(const CostCalibration&) const = default;
+};
+
 struct Target {
   // The backend the code is for, by its registered name (runtime/backend.h: "cpu", "cuda", "hip",
   // "reference", or one a build or a test registers): the compile side's Target of the same name
@@ -88,6 +102,8 @@ struct Target {
   GpuCompilerId compiler;
   // Cuda, Hip: the device's own figures (all zero without a device).
   DeviceProfile device;
+  // Cpu, Cuda, Hip: the cost model fitted to this machine (all zero when it is not).
+  CostCalibration calibration;
 };
 
 }  // namespace stitch::rt

@@ -9,6 +9,7 @@
 //                       [--plan-candidate K]
 //   stitch demo [--backend B] [--iters K]
 //   stitch cache stats|clear|prune
+//   stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
 // option, a shape too large for the limits or the machine's memory, an index out of range: a
@@ -33,6 +34,10 @@
 // corrupt entries (a tag that does not verify included) and evicts the least recently used past
 // the limit. With STITCH_CACHE=0 there is no directory to act on: exit 2; a file prune or clear
 // cannot remove (a read-only directory) is exit 2 too, with its name, after the rest is done.
+// `stitch tune fit` fits the cost model of the backend's machine to the plans autotuning measured
+// there (STITCH_AUTOTUNE=1 runs leave them in the cache directory) and stores the calibration the
+// backend plans with from then on (stitch_tune_fit; runtime/cost_calibration.h); too few measured
+// plans is exit 2, saying how to record them.
 // Every command first checks the STITCH_* environment (stitch_environment_check): a bad value of
 // any variable exits 2, its message on stderr.
 #include <fmt/format.h>
@@ -98,6 +103,8 @@ const char* kUsage =
     "--plan-candidate K: the planner's K-th next best plan instead of its pick (0)\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch cache stats|clear|prune   (the kernel cache's directory: see README)\n"
+    "       stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run]   (fit the cost model\n"
+    "                       to the plans STITCH_AUTOTUNE=1 runs measured on this machine)\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
 
@@ -495,6 +502,26 @@ int cmdCache(const std::vector<std::string>& args) {
   throw UsageError{fmt::format("unknown cache command '{}' (valid: stats, clear, prune)", sub)};
 }
 
+int cmdTune(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "fit")
+    throw UsageError{args.empty() ? "tune needs a command: fit"
+                                  : fmt::format("unknown tune command '{}' (valid: fit)", args[0])};
+  std::map<std::string, std::string> options;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
+      return args[++i];
+    };
+    if (a == "--backend") options["backend"] = value();
+    else if (a == "--hold-back") options["hold_back"] = value();
+    else if (a == "--dry-run") options["dry_run"] = "1";
+    else throw UsageError{fmt::format("unknown option '{}' of `stitch tune fit`", a)};
+  }
+  fmt::print("{}", tuneFit(options));
+  return kOk;
+}
+
 int mainImpl(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -515,6 +542,7 @@ int mainImpl(int argc, char** argv) {
   if (cmd == "codegen") return cmdExplain(args, "codegen");
   if (cmd == "demo") return cmdDemo(args);
   if (cmd == "cache") return cmdCache(args);
+  if (cmd == "tune") return cmdTune(args);
   throw UsageError{fmt::format("unknown command '{}'", cmd)};
 }
 

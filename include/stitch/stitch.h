@@ -518,6 +518,45 @@ STITCH_API stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint6
 STITCH_API stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out);
 
 /* ---------------------------------------------------------------------------------------------
+ * The cost model's calibration
+ *
+ * The planner ranks plans with a cost model priced for the machine (a built-in profile with the
+ * figures a backend measured of its own machine). Autotuning (the engine option "autotune",
+ * STITCH_AUTOTUNE=1) leaves in the kernel cache's directory, per tuned input signature, each
+ * candidate plan's measured time; stitch_tune_fit fits the model's throughputs and overheads
+ * (memory bandwidth, launch overhead, arithmetic rates, grid barrier time) to those times and
+ * keeps the result as this machine's calibration, an entry of the kernel cache (shared through
+ * the remote layer as the measured profile is). A backend made afterwards (in a new process)
+ * plans with it, so do stitch_graph_explain_plan's "backend" option and STITCH_DUMP=plan;
+ * STITCH_COST_CALIBRATION=0 ignores it (to compare plans before and after). A stored
+ * calibration that is damaged or not valid is ignored, with a warning.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Fits the cost model of a backend's machine to the autotuning records of that machine in the
+ * kernel cache's directory the environment names, and stores the calibration. Options are
+ * key/value strings:
+ *   "backend": auto (default) | cuda | hip | cpu   the machine: its records (those measured on
+ *             another machine are left out) and its profile, which the fit starts from (without a
+ *             calibration stored before: fits do not compound)
+ *   "hold_back": 0 (default) .. 90   the percentage of records left out of the fit and scored
+ *             apart, chosen by a hash of each record's entry (the same records every time)
+ *   "dry_run": a boolean (default false)   fit and report, store nothing
+ * The report (a few lines, under 2 KB) is written as by stitch_graph_print (NUL-terminated into
+ * `report`, truncated to `capacity`; *needed, may be NULL, receives the full length): the records
+ * and plans used and held back, each set's fit before -> after (median |log(model/measured)|,
+ * groups whose model pick measures within 5% of the fastest, groups ranked fastest first, mean
+ * Spearman correlation), the figures before -> after, and what was stored. Unlike the text calls
+ * above, calling again with a larger buffer fits (and stores) again: from the same records, the
+ * same result. Fails with STITCH_ERROR_INVALID_ARGUMENT for a bad option, when the disk cache is
+ * off or has no directory (as the stitch_cache_dir_* calls do), and when the records hold fewer
+ * than 6 measured plans of this machine (the message says how to make them); with
+ * STITCH_ERROR_BACKEND_UNAVAILABLE for a backend that cannot run here; with
+ * STITCH_ERROR_IO when the directory cannot be read. Nothing is stored on failure. */
+STITCH_API stitch_status_t stitch_tune_fit(const char* const* keys, const char* const* values,
+                                           size_t num_options, char* report, size_t capacity,
+                                           size_t* needed);
+
+/* ---------------------------------------------------------------------------------------------
  * Device memory
  *
  * For callers without an allocator of their own (C programs, the command line). Tensors passed to

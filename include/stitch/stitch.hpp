@@ -301,6 +301,26 @@ inline stitch_cache_dir_prune_t cacheDirPrune() {
   return p;
 }
 
+// stitch_tune_fit: fits this machine's cost model to its autotuning records, stores the
+// calibration (unless options["dry_run"]) and returns the report. One call, with a buffer the
+// report fits in: a second call would fit and store again.
+inline std::string tuneFit(const std::map<std::string, std::string>& options) {
+  std::vector<const char*> keys, values;
+  for (const auto& kv : options) {
+    keys.push_back(kv.first.c_str());
+    values.push_back(kv.second.c_str());
+  }
+  std::string s(size_t{16} << 10, '\0');
+  size_t n = 0;
+  check(stitch_tune_fit(keys.data(), values.data(), keys.size(), &s[0], s.size(), &n));
+  if (n >= s.size()) {  // longer than any report: fit again into a buffer that holds it
+    s.assign(n + 1, '\0');
+    check(stitch_tune_fit(keys.data(), values.data(), keys.size(), &s[0], s.size(), &n));
+  }
+  s.resize(n);
+  return s;
+}
+
 // Memory on an engine's device (host memory on the host backends), freed on destruction. The
 // engine must outlive it.
 class DeviceBuffer {

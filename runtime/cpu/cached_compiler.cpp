@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "runtime/cost_calibration.h"
 #include "runtime/cpu/cpu_compiler.h"
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/orc_jit.h"
@@ -69,6 +70,8 @@ HostCompiler::HostCompiler(size_t memoryCapacity, std::unique_ptr<DiskCache> dis
   // the bandwidth they reach, measured once per machine (host_profile.h).
   target_.hostProfile = probeHostProfile(sharedPool().threads(), target_.host);
   target_.hostOptions.streamingStoreBytes = hostStreamingStoreBytes(target_.hostProfile);
+  // And with the cost model fitted to this machine's measured plans, if any (cost_calibration.h).
+  target_.calibration = probeCostCalibration(target_);
   cache_ = std::make_unique<KernelCache<KernelPhases>>(memoryCapacity, std::move(disk),
                                                        std::move(remote));
 }

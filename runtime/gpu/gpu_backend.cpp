@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/cost_calibration.h"
 #include "runtime/gpu/device_profile.h"
 #include "runtime/support/error.h"
 #include "runtime/support/logging.h"
@@ -35,6 +36,8 @@ GpuBackend::GpuBackend(std::string_view api, Device* device, DeviceCompiler* com
   // The planner prices this very device (target::Target::facts): its limits, and its bandwidth
   // measured once and cached on disk (device_profile.h).
   target_.device = probeDeviceProfile(*device_, *compiler_, target_.arch);
+  // And with the cost model fitted to this device's measured plans, if any (cost_calibration.h).
+  target_.calibration = probeCostCalibration(target_);
   cache_ = KernelCache<LoadedCode>::fromEnv(/*memoryCapacity=*/4096);
   log().debug("{} backend: {} ({} multiprocessors, warp {}), compiler {}", device->backend(),
               target_.arch, target_.processors, target_.warpSize, compiler->name());

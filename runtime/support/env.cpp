@@ -37,6 +37,7 @@ constexpr Variable kVariables[] = {
     {"STITCH_AUTOTUNE", "a boolean"},
     {"STITCH_AUTOTUNE_CANDIDATES", "an integer from 1 to 16"},
     {"STITCH_AUTOTUNE_BUDGET_MS", "an integer from 1 to 600000 (milliseconds)"},
+    {"STITCH_COST_CALIBRATION", "a boolean"},
     {"STITCH_COMPILE_THREADS", "an integer from 1 to 256"},
     {"STITCH_DISABLE", "a boolean (the PyTorch hook)"},
     {"STITCH_REPORT", "off, stdout, stderr (the PyTorch hook)"},

@@ -28,14 +28,18 @@ std::filesystem::path cacheDirectory() {
   return *dir;
 }
 
-// The directory's cache with the bound STITCH_CACHE_MAX_MB sets and the fleet key, if any, that
-// its entries are verified with (InvalidArgument if either is bad).
-rt::DiskCache cacheFromEnv() {
+}  // namespace
+
+namespace stitch::api {
+
+rt::DiskCache cacheDirFromEnv() {
   std::filesystem::path dir = cacheDirectory();
   return rt::DiskCache(std::move(dir), rt::DiskCache::maxBytesFromEnv(), rt::fleetSecretFromEnv());
 }
 
-}  // namespace
+}  // namespace stitch::api
+
+using stitch::api::cacheDirFromEnv;
 
 extern "C" {
 
@@ -50,7 +54,7 @@ stitch_status_t stitch_cache_dir_path(char* buf, size_t capacity, size_t* needed
 stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out) {
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
-    rt::DiskCache cache = cacheFromEnv();
+    rt::DiskCache cache = cacheDirFromEnv();
     const rt::DiskCache::DiskUsage u = cache.usage();
     *out = stitch_cache_dir_stats_t{u.entries, u.bytes, u.temporaries, u.temporaryBytes,
                                     cache.maxBytes()};
@@ -61,7 +65,7 @@ stitch_status_t stitch_cache_dir_stats(stitch_cache_dir_stats_t* out) {
 stitch_status_t stitch_cache_dir_kinds(stitch_cache_dir_kinds_t* out) {
   STITCH_API_REQUIRE(out);
   STITCH_API_GUARD({
-    const rt::DiskCache::DiskUsage u = cacheFromEnv().usage();
+    const rt::DiskCache::DiskUsage u = cacheDirFromEnv().usage();
     *out = stitch_cache_dir_kinds_t{u.entries - u.programs - u.tuned - u.profiles, u.programs,
                                     u.tuned, u.profiles};
     return STITCH_OK;
@@ -70,7 +74,7 @@ stitch_status_t stitch_cache_dir_kinds(stitch_cache_dir_kinds_t* out) {
 
 stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint64_t* freed_bytes) {
   rt::DiskCache::Removed r;
-  STITCH_API_GUARD({ r = cacheFromEnv().clear(); })
+  STITCH_API_GUARD({ r = cacheDirFromEnv().clear(); })
   // Outputs only on success, as stitch.h promises (a failure has returned above).
   if (removed_files) *removed_files = r.files;
   if (freed_bytes) *freed_bytes = r.bytes;
@@ -79,7 +83,7 @@ stitch_status_t stitch_cache_dir_clear(uint64_t* removed_files, uint64_t* freed_
 
 stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out) {
   STITCH_API_GUARD({
-    const rt::DiskCache::PruneResult r = cacheFromEnv().prune();
+    const rt::DiskCache::PruneResult r = cacheDirFromEnv().prune();
     if (out)
       *out = stitch_cache_dir_prune_t{r.staleTemporaries, r.corruptEntries, r.evictedEntries,
                                       r.freedBytes};

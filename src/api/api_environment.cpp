@@ -28,6 +28,7 @@
 #include "api/api_internal.h"
 #include "fusion/planner.h"
 #include "runtime/cache_secret.h"
+#include "runtime/cost_calibration.h"
 #include "runtime/cpu/host_profile.h"
 #include "runtime/cpu/openmp_team.h"
 #if defined(STITCH_HAVE_LLVM)
@@ -79,6 +80,7 @@ constexpr Reader kReaders[] = {
     {"STITCH_AUTOTUNE", [] { (void)driver::autotuneFromEnv(); }},
     {"STITCH_AUTOTUNE_CANDIDATES", [] { (void)driver::autotuneFromEnv(); }},
     {"STITCH_AUTOTUNE_BUDGET_MS", [] { (void)driver::autotuneFromEnv(); }},
+    {"STITCH_COST_CALIBRATION", [] { (void)rt::costCalibrationEnabled(); }},
     {"STITCH_COMPILE_THREADS", [] { (void)compileThreads(); }},
     {"STITCH_DISABLE", [] { (void)env::getBool("STITCH_DISABLE", false); }},
     {"STITCH_REPORT", [] { (void)env::getChoice("STITCH_REPORT", kReportStreams); }},

@@ -19,6 +19,7 @@
 #include "fusion/plan.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
+#include "runtime/disk_cache.h"
 #include "runtime/support/error.h"
 
 namespace stitch::api {
@@ -59,6 +60,12 @@ struct DumpSettings {
 void parseDump(std::string_view setting, const std::string& text, DumpSettings& d);
 // STITCH_DUMP (through parseDump) and STITCH_DUMP_DIR (default ".").
 DumpSettings dumpFromEnv();
+
+// The kernel cache's directory the environment names, as the stitch_cache_dir_* calls act on it
+// (api_cache.cpp): with the bound STITCH_CACHE_MAX_MB sets and the fleet key, if any, that its
+// entries are verified with. InvalidArgument when the disk layer is off (STITCH_CACHE=0), no
+// directory can be found, or a variable is bad.
+rt::DiskCache cacheDirFromEnv();
 
 // Checks every variable of the environment table (support/env.h) with the reader that uses it
 // (api_environment.cpp); throws InvalidArgument naming every bad value, one per line.

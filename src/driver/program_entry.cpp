@@ -193,7 +193,7 @@ std::string serializeGraph(const ir::Graph& g) {
 
 std::string serializeTarget(const rt::Target& t) {
   const auto& [backend, arch, warpSize, processors, host, hostOptions, hostProfile, compiler,
-               device] = t;
+               device, calibration] = t;
   CanonicalWriter w;
   w.string(backend);
   w.string(arch);
@@ -230,6 +230,12 @@ std::string serializeTarget(const rt::Target& t) {
   w.integer(sharedMemoryPerBlock);
   w.real(clockHz);
   w.real(deviceBandwidth);
+  const auto& [fittedBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime,
+               samples] = calibration;
+  for (double v :
+       {fittedBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime})
+    w.real(v);
+  w.integer(samples);
   return w.take();
 }
 

@@ -14,11 +14,11 @@
 // op, operands by id, attributes, type and name, the inputs and outputs; the source locations
 // are left out, which nothing downstream reads), the input signature (dtypes and shapes), the
 // target attribute by attribute (serializeTarget: the host's or the device's measured figures
-// included, since the planner prices them), the driver options (fusion mode, plan candidate) and
-// whether shape classes are on; CacheKey adds the library version and the build's code identity.
-// Node ids are part of the graph's bytes: the artifact names buffers by node id, and the caller
-// binds inputs and outputs by id, so two graphs that print alike but number their nodes
-// differently must not share an entry.
+// and the cost model's calibration included, since the planner prices them), the driver options
+// (fusion mode, plan candidate) and whether shape classes are on; CacheKey adds the library version
+// and the build's code identity. Node ids are part of the graph's bytes: the artifact names buffers
+// by node id, and the caller binds inputs and outputs by id, so two graphs that print alike but
+// number their nodes differently must not share an entry.
 //
 // A plan kept per shape class makes the plan a signature gets depend on the signatures a program
 // saw before it (fusion/plan_cache.h). Each such plan is valid for the signature it was built
@@ -69,7 +69,7 @@
 namespace stitch::driver {
 
 // Bump when the key's parts or the payload's encoding change.
-inline constexpr uint32_t kProgramEntryFormat = 3;
+inline constexpr uint32_t kProgramEntryFormat = 4;
 
 // The canonical bytes of a graph: every node (op, operands, attributes, type, name) in id order,
 // then the inputs and outputs. Equal graphs (ir::Graph::operator==) give equal bytes.

@@ -174,13 +174,15 @@ std::vector<uint8_t> encodeTunedEntry(const TuningRecord& record,
   return {bytes.begin(), bytes.end()};
 }
 
-TunedEntry decodeTunedEntry(std::span<const uint8_t> bytes, const target::Target& target) {
-  CanonicalReader r(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+namespace {
+
+// The record at the start of a tuned entry's payload, checked; r is left at the artifact.
+TuningRecord readRecord(CanonicalReader& r) {
   const auto format = r.integer<uint32_t>();
   STITCH_CHECK(format == kTunedEntryFormat, ErrorCode::InvalidArgument,
                "a tuned entry of format {} (this library reads {})", format, kTunedEntryFormat);
-  TunedEntry e;
-  auto& [machine, tunedAt, budgetMs, seconds, chosen, candidates] = e.record;
+  TuningRecord record;
+  auto& [machine, tunedAt, budgetMs, seconds, chosen, candidates] = record;
   machine = r.string();
   tunedAt = r.integer<int64_t>();
   budgetMs = r.integer<int64_t>();
@@ -212,15 +214,32 @@ TunedEntry decodeTunedEntry(std::span<const uint8_t> bytes, const target::Target
   }
   STITCH_CHECK(!candidates.empty() && candidates.front().candidate == 0, ErrorCode::InvalidArgument,
                "a tuning record without the planner's pick");
-  const CandidateTiming& c = e.record.chosenTiming();
+  const CandidateTiming& c = record.chosenTiming();
   STITCH_CHECK(c.outcome == CandidateOutcome::Measured || candidates.size() == 1,
                ErrorCode::InvalidArgument, "a tuning record that chose candidate {}, which was {}",
                chosen, candidateOutcomeName(c.outcome));
+  return record;
+}
+
+}  // namespace
+
+TunedEntry decodeTunedEntry(std::span<const uint8_t> bytes, const target::Target& target) {
+  CanonicalReader r(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  TunedEntry e;
+  e.record = readRecord(r);
   const std::string code = r.string();
   r.finish();
   e.artifact = decodeProgramArtifact(
       std::span(reinterpret_cast<const uint8_t*>(code.data()), code.size()), target);
   return e;
+}
+
+TuningRecord decodeTuningRecord(std::span<const uint8_t> bytes) {
+  CanonicalReader r(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  TuningRecord record = readRecord(r);
+  (void)r.string();  // the artifact, whole but not decoded: that needs the target it was made for
+  r.finish();
+  return record;
 }
 
 std::string tuningText(const TuningRecord& t, bool fromEntry) {

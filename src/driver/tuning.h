@@ -110,6 +110,9 @@ struct TunedEntry {
   rt::ProgramArtifact artifact;
 };
 TunedEntry decodeTunedEntry(std::span<const uint8_t> bytes, const target::Target& target);
+// The record of a tuned entry's payload alone, checked as decodeTunedEntry checks it (the artifact
+// is skipped, not decoded): what `stitch tune fit` reads of every entry, whatever its target.
+TuningRecord decodeTuningRecord(std::span<const uint8_t> bytes);
 
 // The record as text, for STITCH_DUMP=plan and `stitch plan --backend`: one line of what was
 // decided and where, then one line per candidate; every line starts with "# ".

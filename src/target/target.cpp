@@ -80,6 +80,29 @@ fusion::PricedLaunch Target::launch(const ir::Graph& g, const fusion::Kernel& k,
   return lower::pricedLaunch(p);
 }
 
+fusion::HardwareProfile withCalibration(fusion::HardwareProfile facts,
+                                        const rt::CostCalibration& c) {
+  const auto& [memoryBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime,
+               samples] = c;
+  bool any = false;
+  auto take = [&](double& field, double value) {
+    if (value > 0) {
+      field = value;
+      any = true;
+    }
+  };
+  take(facts.memoryBandwidth, memoryBandwidth);
+  take(facts.memoryLatency, memoryLatency);
+  take(facts.launchOverhead, launchOverhead);
+  take(facts.flops, flops);
+  take(facts.expensiveFlops, expensiveFlops);
+  take(facts.gridSyncTime, gridSyncTime);
+  if (any)
+    facts.description += fmt::format("; cost model calibrated on {} measured plan{}", samples,
+                                     samples == 1 ? "" : "s");
+  return facts;
+}
+
 void registerTarget(TargetInfo info) { Registry::get().add(std::move(info)); }
 
 std::unique_ptr<Target> makeTarget(const rt::Target& description) {

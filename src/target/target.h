@@ -6,7 +6,10 @@
 //
 //   facts()      the one machine description the planner prices for (fusion::HardwareProfile):
 //                the built-in figures of the backend's family with what the backend measured or
-//                read of its own machine laid over them;
+//                read of its own machine laid over them, then the cost model's calibration for
+//                that machine (rt::CostCalibration, runtime/cost_calibration.h), laid over every
+//                target's facts here in the base class (withCalibration) so that no target can
+//                forget it;
 //   lower()      a planned kernel as a KernelProgram for this machine (lower/kernel_program.h);
 //   schedule()   the decisions about how that program runs: the GPU launch of every phase, the
 //                host's task grain. A lowered program goes through schedule() before emit(),
@@ -58,6 +61,11 @@ struct CompileReport {
   bool throughCache = false;
 };
 
+// `facts` with the non-zero figures of `c` in place of its own (the rest stand); its description
+// then says how many plans the calibration was fitted to.
+fusion::HardwareProfile withCalibration(fusion::HardwareProfile facts,
+                                        const rt::CostCalibration& c);
+
 class Target : public fusion::Scheduler {
  public:
   virtual ~Target() = default;
@@ -108,8 +116,10 @@ class Target : public fusion::Scheduler {
   virtual std::shared_ptr<const std::vector<rt::SourceHeader>> headers() const { return nullptr; }
 
  protected:
+  // `facts` as the target builds them; the description's calibration is laid over them here.
   Target(rt::Target description, fusion::HardwareProfile facts)
-      : description_(std::move(description)), facts_(std::move(facts)) {}
+      : description_(std::move(description)),
+        facts_(withCalibration(std::move(facts), description_.calibration)) {}
 
  private:
   rt::Target description_;

@@ -11,6 +11,9 @@ option given wins over its variable, and the variable over the built-in default:
     dump_dir        STITCH_DUMP_DIR     a directory                   (engine option)
     plan_candidate  (none: 0)           0 .. 64                       (engine option)
     remote_cache    STITCH_REMOTE_CACHE redis://... | off             (engine option)
+    autotune        STITCH_AUTOTUNE     a boolean                     (engine option)
+    autotune_candidates STITCH_AUTOTUNE_CANDIDATES 1 .. 16             (engine option)
+    autotune_budget_ms  STITCH_AUTOTUNE_BUDGET_MS  1 .. 600000         (engine option)
     report          STITCH_REPORT       off | stdout | stderr, True (stderr), False (off)
     disable         STITCH_DISABLE      a boolean
 
@@ -47,12 +50,16 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 import stitch
 from stitch import StitchError, Status, _env
 
-OPTIONS = ("backend", "disable", "dump", "dump_dir", "fusion", "plan_candidate", "remote_cache",
-           "report")
+OPTIONS = ("autotune", "autotune_budget_ms", "autotune_candidates", "backend", "disable", "dump",
+           "dump_dir", "fusion", "plan_candidate", "remote_cache", "report")
 # The engine options whose variable is passed when the option is not (see the module note).
 # STITCH_REMOTE_CACHE is not: the remote layer is the process's, set up from it once.
 _ENGINE_VARIABLES = {"fusion": "STITCH_FUSION", "dump": "STITCH_DUMP",
-                     "dump_dir": "STITCH_DUMP_DIR"}
+                     "dump_dir": "STITCH_DUMP_DIR", "autotune": "STITCH_AUTOTUNE",
+                     "autotune_candidates": "STITCH_AUTOTUNE_CANDIDATES",
+                     "autotune_budget_ms": "STITCH_AUTOTUNE_BUDGET_MS"}
+# The engine options that take an int (a bool is refused: True is not a count).
+_INT_OPTIONS = ("plan_candidate", "autotune_candidates", "autotune_budget_ms")
 BACKENDS = ("auto", "cpu", "reference", "cuda", "hip")
 # The backends that can run tensors of each PyTorch device type (ROCm's PyTorch calls its GPUs
 # "cuda" too).
@@ -64,7 +71,7 @@ PROCESS_WIDE = ("log_level", "cache", "cache_dir", "cache_max_mb", "cache_key", 
                 "remote_cache_retry_ms", "num_threads", "spin_us", "cpu_openmp",
                 "cpu_streaming_stores", "cpu_features", "shape_classes", "compile_threads",
                 "huge_pages", "host_pool_mb", "library", "cuda_library", "nvrtc_library",
-                "hip_library")
+                "hip_library", "cost_calibration")
 # What the error of a value of the wrong kind says is valid.
 _VALID = {
     "backend": ", ".join(BACKENDS),
@@ -73,6 +80,9 @@ _VALID = {
     "dump_dir": "a directory (a str or os.PathLike)",
     "fusion": "stitch, basic, off",
     "plan_candidate": "an integer from 0 (the planner's pick) to 64",
+    "autotune": "True, False, or a boolean string (1, true, yes, on, 0, false, no, off)",
+    "autotune_candidates": "an integer from 1 to 16",
+    "autotune_budget_ms": "an integer from 1 to 600000",
     "remote_cache": "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or off",
     "report": "off, stdout, stderr, True (stderr), False (off)",
 }
@@ -92,8 +102,10 @@ def _as_engine_value(name: str, value: Any) -> str:
         return ",".join(value)
     if name == "dump_dir" and isinstance(value, os.PathLike):
         value = os.fspath(value)
-    if name == "plan_candidate" and isinstance(value, int) and not isinstance(value, bool):
+    if name in _INT_OPTIONS and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
+    if name == "autotune" and isinstance(value, bool):
+        return "1" if value else "0"
     if not isinstance(value, str):
         raise _invalid(name, value)
     return value

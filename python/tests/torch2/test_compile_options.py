@@ -16,7 +16,8 @@ from stitch.torch._options import OPTIONS, PROCESS_WIDE
 
 pytestmark = harness.needs_stitch
 
-VALID = "backend, disable, dump, dump_dir, fusion, plan_candidate, remote_cache, report"
+VALID = ("autotune, autotune_budget_ms, autotune_candidates, backend, disable, dump, dump_dir, "
+         "fusion, plan_candidate, remote_cache, report")
 
 
 def softmax_plus(x):
@@ -169,6 +170,17 @@ def test_plan_candidate_reaches_the_engine():
     assert failed is not None and "no candidate 64" in failed, failed
 
 
+def test_autotune_reaches_the_engine(tmp_path):
+    # The plan dump says the plan was measured (or that the search made one plan).
+    harness.reset()
+    run({"autotune": True, "autotune_budget_ms": 20, "autotune_candidates": 2, "dump": "plan",
+         "dump_dir": str(tmp_path)}, x=torch.randn(64, 256))
+    assert inference().pieces[0]["failed"] is None
+    texts = [p.read_text() for p in tmp_path.glob("*.plan.txt")]
+    assert texts and all("# plan: autotuned" in t or "# plan: the cost model's pick, the only "
+                         "candidate" in t or "tuning entry" in t for t in texts), texts
+
+
 def test_remote_cache_off_is_accepted():
     run({"remote_cache": "off"})
     assert inference().replaced_ops == 3
@@ -209,7 +221,8 @@ def test_a_process_wide_variable_is_no_option(name):
 
 def test_every_variable_is_an_option_or_process_wide():
     mirrored = {"STITCH_BACKEND", "STITCH_FUSION", "STITCH_DUMP", "STITCH_DUMP_DIR",
-                "STITCH_REMOTE_CACHE", "STITCH_REPORT", "STITCH_DISABLE"}
+                "STITCH_REMOTE_CACHE", "STITCH_REPORT", "STITCH_DISABLE", "STITCH_AUTOTUNE",
+                "STITCH_AUTOTUNE_CANDIDATES", "STITCH_AUTOTUNE_BUDGET_MS"}
     process_wide = {"STITCH_" + name.upper() for name in PROCESS_WIDE}
     assert not mirrored & process_wide
     assert mirrored | process_wide == set(readme_variables())
@@ -233,6 +246,10 @@ def test_every_variable_is_an_option_or_process_wide():
     ("plan_candidate", 1.5, "option plan_candidate=1.5 is not valid; valid values: an integer "
                             "from 0 (the planner's pick) to 64"),
     ("plan_candidate", True, "option plan_candidate=True is not valid"),
+    ("autotune", "maybe", "option autotune 'maybe' is not valid: a boolean"),
+    ("autotune_candidates", 0, "option autotune_candidates '0' is not valid: an integer from 1 "
+                               "to 16"),
+    ("autotune_budget_ms", True, "option autotune_budget_ms=True is not valid"),
     ("remote_cache", "garbage", "option remote_cache=garbage is not valid: the scheme must be "
                                 "redis://"),
     ("report", "loud", "option report='loud' is not valid; valid values: off, stdout, stderr, "
