@@ -9,7 +9,7 @@
 //                       [--plan-candidate K]
 //   stitch demo [--backend B] [--iters K]
 //   stitch cache stats|clear|prune
-//   stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run]
+//   stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run] [--force]
 //
 // Exit codes (DESIGN.md): 0 ok; 1 --check mismatch; 2 invalid input (parse, type, shape, unknown
 // option, a shape too large for the limits or the machine's memory, an index out of range: a
@@ -37,7 +37,8 @@
 // `stitch tune fit` fits the cost model of the backend's machine to the plans autotuning measured
 // there (STITCH_AUTOTUNE=1 runs leave them in the cache directory) and stores the calibration the
 // backend plans with from then on (stitch_tune_fit; runtime/cost_calibration.h); too few measured
-// plans is exit 2, saying how to record them.
+// plans is exit 2, saying how to record them. A fit whose model picks worse than the profile's is
+// reported and not stored, unless --force.
 // Every command first checks the STITCH_* environment (stitch_environment_check): a bad value of
 // any variable exits 2, its message on stderr.
 #include <fmt/format.h>
@@ -103,7 +104,8 @@ const char* kUsage =
     "--plan-candidate K: the planner's K-th next best plan instead of its pick (0)\n"
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch cache stats|clear|prune   (the kernel cache's directory: see README)\n"
-    "       stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run]   (fit the cost model\n"
+    "       stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run] [--force]\n"
+    "                       (fit the cost model\n"
     "                       to the plans STITCH_AUTOTUNE=1 runs measured on this machine)\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
@@ -516,6 +518,7 @@ int cmdTune(const std::vector<std::string>& args) {
     if (a == "--backend") options["backend"] = value();
     else if (a == "--hold-back") options["hold_back"] = value();
     else if (a == "--dry-run") options["dry_run"] = "1";
+    else if (a == "--force") options["force"] = "1";
     else throw UsageError{fmt::format("unknown option '{}' of `stitch tune fit`", a)};
   }
   fmt::print("{}", tuneFit(options));

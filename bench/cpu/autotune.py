@@ -78,6 +78,12 @@ def cases(tmp: Path) -> list[tuple[str, str, Path, str]]:
     return out
 
 
+def machine_text() -> str:
+    m = machine_info()
+    return (f"{m['model']}, {m['cores']} logical CPUs, {m['mem_gib']:.0f} GiB, ISA {', '.join(m['isa'])}, "
+            f"load average {m['load']}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stitch", default=str(ROOT / "build/ci/tools/stitch"))
@@ -122,7 +128,7 @@ def main() -> int:
                          stderr=subprocess.STDOUT, text=True)
     L = ["### Autotuning: tuned against untuned plans, and the cost model before and after a fit", ""]
     L.append(f"`python bench/cpu/autotune.py --rounds {a.rounds} --iters {a.iters} --candidates "
-             f"{a.candidates} --budget-ms {a.budget_ms} --hold-back {a.hold_back}`; {machine_info()}; "
+             f"{a.candidates} --budget-ms {a.budget_ms} --hold-back {a.hold_back}`; {machine_text()}; "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {time.time() - t0:.0f} s in all.")
     L.append("")
     L.append("Each cell: the median over rounds of `stitch run --backend cpu --iters K`'s median (ms); untuned "

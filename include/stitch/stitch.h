@@ -541,6 +541,9 @@ STITCH_API stitch_status_t stitch_cache_dir_prune(stitch_cache_dir_prune_t* out)
  *   "hold_back": 0 (default) .. 90   the percentage of records left out of the fit and scored
  *             apart, chosen by a hash of each record's entry (the same records every time)
  *   "dry_run": a boolean (default false)   fit and report, store nothing
+ *   "force": a boolean (default false)   store the fit even when its model picks a plan within 5%
+ *             of the fastest in fewer of the fit set's signatures than the profile's did; without
+ *             it such a fit is reported and not stored (a calibration must not choose worse)
  * The report (a few lines, under 2 KB) is written as by stitch_graph_print (NUL-terminated into
  * `report`, truncated to `capacity`; *needed, may be NULL, receives the full length): the records
  * and plans used and held back, each set's fit before -> after (median |log(model/measured)|,

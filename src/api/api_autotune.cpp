@@ -292,6 +292,18 @@ TunedSignature autotune(const ir::Graph& optimized, const ir::Bindings& bindings
         cand.executable.reset();
       }
     }
+    // Runs per sample: one timed run of each, then enough back to back that a sample lasts
+    // kMinSampleSeconds (the note in api_autotune.h).
+    std::vector<int> reps(candidates.size(), 1);
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (!candidates[c].executable) continue;
+      const Clock::time_point t = Clock::now();
+      candidates[c].executable->run(c == 0 ? pickBound : scratchBound, stream);
+      backend.synchronize(stream);
+      const double once = std::max(secondsSince(t), 1e-9);
+      reps[c] = static_cast<int>(std::clamp(std::ceil(kMinSampleSeconds / once), 1.0,
+                                            static_cast<double>(kMaxRunsPerSample)));
+    }
     // Interleaved rounds (the note in api_autotune.h).
     for (int round = 0; round < kMaxRounds; ++round) {
       if (round >= kMinRounds && secondsSince(budgetStart) > budget) break;
@@ -299,24 +311,33 @@ TunedSignature autotune(const ir::Graph& optimized, const ir::Bindings& bindings
         Candidate& cand = candidates[c];
         if (!cand.executable) continue;
         const Clock::time_point t = Clock::now();
-        cand.executable->run(c == 0 ? pickBound : scratchBound, stream);
+        for (int r = 0; r < reps[c]; ++r)
+          cand.executable->run(c == 0 ? pickBound : scratchBound, stream);
         backend.synchronize(stream);
-        cand.times.push_back(secondsSince(t));
+        cand.times.push_back(secondsSince(t) / reps[c]);
+        cand.timing.runs += reps[c];
       }
     }
-    double best = 0;
+    // The choice, by paired rounds (the note in api_autotune.h): a candidate replaces the pick
+    // only if it was faster in most rounds and by more than the margin in the median round.
+    const std::vector<double>& pickTimes = candidates[0].times;
+    double bestRatio = 1 - kSwitchMargin;
     for (Candidate& cand : candidates) {
       if (!cand.executable) continue;
-      cand.timing.runs = static_cast<int>(cand.times.size());
       cand.timing.medianSeconds = median(cand.times);
       cand.timing.minSeconds = *std::min_element(cand.times.begin(), cand.times.end());
-      if (best == 0 || cand.timing.medianSeconds < best) {
-        best = cand.timing.medianSeconds;
+      if (cand.timing.candidate == 0) continue;
+      std::vector<double> ratios;
+      for (size_t i = 0; i < cand.times.size() && i < pickTimes.size(); ++i)
+        ratios.push_back(cand.times[i] / pickTimes[i]);
+      const auto wins = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 1; });
+      const double ratio = median(ratios);
+      if (static_cast<double>(wins) >= kSwitchRounds * static_cast<double>(ratios.size()) &&
+          ratio < bestRatio) {
+        bestRatio = ratio;
         record.chosen = cand.timing.candidate;
       }
     }
-    if (record.chosen != 0 && best > (1 - kSwitchMargin) * candidates[0].timing.medianSeconds)
-      record.chosen = 0;
   }
   for (Candidate& c : candidates) {
     if (c.timing.candidate == record.chosen) {

@@ -13,13 +13,21 @@
 //     their dtype (|a - b| <= t + t * |b|: f32 1e-4, f16 1e-2, bf16 4e-2, exact for ints and
 //     bools, NaN equal to NaN). One that differs more is never chosen (recorded as such, with the
 //     worst element): tuning must not change results beyond what a check allows.
-//   - Then rounds: each round times one run of every candidate, in candidate order, each run
-//     followed by a synchronize of the stream, so that drifts of the machine's speed fall on
-//     every candidate alike; at least kMinRounds rounds, then until the budget is spent, at most
-//     kMaxRounds. Each candidate's time is the median of its runs.
-//   - The fastest median wins, but the pick is kept unless another beats it by more than
-//     kSwitchMargin: a difference inside the noise of a few runs is no reason to run a plan the
-//     model ranks lower.
+//   - Then rounds: each round takes one sample of every candidate, in candidate order, so that
+//     drifts of the machine's speed fall on every candidate alike; at least kMinRounds rounds,
+//     then until the budget is spent, at most kMaxRounds. A sample is a batch of runs back to
+//     back, then one synchronize of the stream, divided by the runs: as many runs as make it last
+//     about kMinSampleSeconds (from one timed run before the rounds; at most kMaxRunsPerSample),
+//     because one run of a kernel of a few microseconds is timed mostly by the clock, the wake-up
+//     of the thread pool and, on a GPU, the synchronize. Each candidate's time is the median of
+//     its samples; its runs are counted in the record.
+//   - The pick is kept unless another candidate beats it round by round: faster in at least
+//     kSwitchRounds of the rounds, and by more than kSwitchMargin in the median round (of the
+//     ratios of its sample to the pick's sample of the same round); of those, the one with the
+//     lowest median ratio runs. Rounds are paired because the machine's speed drifts between
+//     them (the development VM's bandwidth moves by tens of percent within minutes: comparing
+//     medians over rounds let a drift choose), and a plan the model ranks lower must win clearly,
+//     not by the noise of a few samples.
 #pragma once
 
 #include <memory>
@@ -40,6 +48,9 @@ namespace stitch::api {
 inline constexpr int kMinRounds = 3;
 inline constexpr int kMaxRounds = 25;
 inline constexpr double kSwitchMargin = 0.02;
+inline constexpr double kSwitchRounds = 0.75;
+inline constexpr double kMinSampleSeconds = 1e-3;
+inline constexpr int kMaxRunsPerSample = 1000;
 
 struct TunedSignature {
   driver::TuningRecord record;

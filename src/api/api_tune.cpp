@@ -25,7 +25,8 @@ using namespace stitch;
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kTuneFitOptions = {"backend", "hold_back", "dry_run"};
+constexpr std::array<std::string_view, 4> kTuneFitOptions = {"backend", "hold_back", "dry_run",
+                                                             "force"};
 constexpr int kMaxHoldBack = 90;
 
 int parseHoldBack(const std::string& value) {
@@ -45,6 +46,7 @@ std::string tuneFit(const char* const* keys, const char* const* values, size_t n
   std::string backendName = "auto";
   int holdBack = 0;
   bool dryRun = false;
+  bool force = false;  // store a fit that ranks worse too (driver::CalibrationFit::refused)
   for (const auto& [key, value] : api::readOptions(keys, values, n, kTuneFitOptions, "tune fit")) {
     if (key == "backend") {
       backendName = value;
@@ -53,9 +55,9 @@ std::string tuneFit(const char* const* keys, const char* const* values, size_t n
     } else {
       std::optional<bool> b = env::parseBool(value);
       STITCH_CHECK(b.has_value(), ErrorCode::InvalidArgument,
-                   "dry_run '{}' is not valid: a boolean (1, true, yes, on, 0, false, no, off)",
+                   "{} '{}' is not valid: a boolean (1, true, yes, on, 0, false, no, off)", key,
                    value);
-      dryRun = *b;
+      (key == "dry_run" ? dryRun : force) = *b;
     }
   }
   rt::Backend& backend = rt::requireBackend(rt::resolveBackend(backendName));
@@ -90,7 +92,9 @@ std::string tuneFit(const char* const* keys, const char* const* values, size_t n
                   records.size() + static_cast<size_t>(unreadable), cache.dir().string(),
                   unreadable ? fmt::format(", {} unreadable", unreadable) : "");
   out += driver::calibrationFitText(f);
-  if (f.calibration == rt::CostCalibration{}) {
+  if (!f.refused.empty() && !force) {
+    out += "stored: nothing (" + f.refused + ")\n";
+  } else if (f.calibration == rt::CostCalibration{}) {
     out += "stored: nothing (the fit moved no figure)\n";
   } else if (dryRun) {
     out += "stored: nothing (dry run)\n";

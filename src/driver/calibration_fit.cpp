@@ -71,6 +71,12 @@ CalibrationFit fitCalibration(std::span<const IdentifiedRecord> records, std::st
   c.expensiveFlops = moved(p.expensiveFlops, base.expensiveFlops);
   c.gridSyncTime = moved(p.gridSyncTime, base.gridSyncTime);
   if (c != rt::CostCalibration{}) c.samples = f.fit.after.samples;
+  if (f.fit.after.pickWithin5 < f.fit.before.pickWithin5) {
+    f.refused = fmt::format(
+        "the fitted figures pick a plan within 5% of the fastest in {} of the fit set's {} groups, "
+        "the profile's in {}",
+        f.fit.after.pickWithin5, f.fit.after.groups, f.fit.before.pickWithin5);
+  }
   return f;
 }
 

@@ -23,6 +23,14 @@ const double kMaxLogFactor = std::log(100.0);
 // walks a direction the samples leave flat back to the base instead of leaving it where the
 // simplex happened to stop.
 constexpr double kRidge = 1e-8;
+// The ranking term (cost_fit.h): a pair of one group whose measured times differ by more than
+// kRankMargin must be ordered by the model with a gap of at least kRankGap (both as log ratios),
+// or pay kRankWeight times the squared shortfall. The weight makes a misranked pair cost about as
+// much as a sample off by a factor of three, so the fit gives up some time accuracy to rank the
+// plans a planner chooses between; the gap keeps it from settling on a tie.
+const double kRankMargin = std::log(1.05);
+const double kRankGap = std::log(1.02);
+constexpr double kRankWeight = 1.0;
 // Nelder-Mead: the first simplex's edge in log-factor (a factor of e, so the first steps reach
 // the derating a datasheet figure typically needs), the stopping tolerances, and the limits.
 constexpr double kInitialStep = 1.0;
@@ -304,12 +312,30 @@ FitResult fitCostModel(std::span<const FitSample> samples, const HardwareProfile
     if (exercised) figures.push_back(&f);
   }
 
+  // The pairs of the ranking term: (clearly faster, slower) by measurement, within a group.
+  std::vector<std::pair<size_t, size_t>> pairs;
+  {
+    std::map<std::string, std::vector<size_t>> groups;
+    for (size_t i = 0; i < fitted.size(); ++i)
+      if (!fitted[i]->group.empty()) groups[fitted[i]->group].push_back(i);
+    for (const auto& [name, members] : groups)
+      for (size_t a : members)
+        for (size_t b : members)
+          if (std::log(fitted[b]->measuredSeconds / fitted[a]->measuredSeconds) > kRankMargin)
+            pairs.emplace_back(a, b);
+  }
+  std::vector<double> logModel(fitted.size());
   auto objective = [&](const std::vector<double>& logFactors) {
     const HardwareProfile hw = withFactors(base, figures, logFactors);
     double sum = 0;
-    for (const FitSample* s : fitted) {
-      const double err = std::log(modelSeconds(*s, hw) / s->measuredSeconds);
+    for (size_t i = 0; i < fitted.size(); ++i) {
+      logModel[i] = std::log(modelSeconds(*fitted[i], hw));
+      const double err = logModel[i] - std::log(fitted[i]->measuredSeconds);
       sum += err * err;
+    }
+    for (const auto& [faster, slower] : pairs) {
+      const double shortfall = logModel[faster] - logModel[slower] + kRankGap;
+      if (shortfall > 0) sum += kRankWeight * shortfall * shortfall;
     }
     for (double x : logFactors) sum += kRidge * x * x;
     return sum;

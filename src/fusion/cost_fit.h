@@ -26,9 +26,12 @@
 // remaining ones at their base where the samples leave a direction flat (a rate that never wins
 // its max() against the other).
 //
-// There is no ranking term: an exact fit ranks every group right, and evaluateFit() reports how
-// well the fitted profile ranks, which is what a planner needs, so that a ranking loss can be
-// added when a fit is seen to match times but misrank plans.
+// The objective has a ranking term too: the planner needs the order of a group's plans more than
+// their times, and a profile that fits times on average can still swap two plans 10% apart. For
+// every pair of one group whose measured times differ by more than 5%, the model must order them
+// the same way with a gap of at least 2% (as log ratios), or pay the squared shortfall (weight 1:
+// a misranked pair costs about what a sample off by a factor of e costs). An exact fit pays
+// nothing for it; evaluateFit() reports how well a profile ranks.
 //
 // Not modelled, so a fit absorbs it into the figures it has: the model has one memory bandwidth
 // for every access pattern (a strided gather, a broadcast read from cache and a coalesced stream

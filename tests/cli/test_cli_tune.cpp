@@ -73,7 +73,18 @@ TEST(TuneFit, FitsTheMeasuredPlansStoresTheCalibrationAndPlansWithIt) {
   EXPECT_EQ(machineProfiles(env), profiles);  // nothing stored
   EXPECT_EQ(runCli(plan, env).out, before.out);
 
-  Result fit = runCli("tune fit --backend cpu", env);
+  // Without --force a fit is stored only if its model picks no worse than the profile's, which
+  // these few noisy records may or may not give: either way it says which.
+  Result judged = runCli("tune fit --backend cpu", env);
+  ASSERT_EQ(judged.code, 0) << judged.out;
+  const bool refused = judged.out.find("stored: nothing (the fitted figures pick a plan within 5% "
+                                       "of the fastest in ") != std::string::npos;
+  EXPECT_TRUE(refused || judged.out.find("stored: this machine's calibration") != std::string::npos)
+      << judged.out;
+  if (refused) {
+    EXPECT_EQ(machineProfiles(env), profiles);
+  }
+  Result fit = runCli("tune fit --backend cpu --force", env);
   ASSERT_EQ(fit.code, 0) << fit.out;
   EXPECT_NE(fit.out.find("stored: this machine's calibration"), std::string::npos) << fit.out;
   EXPECT_NE(machineProfiles(env), profiles);  // one more: the calibration
