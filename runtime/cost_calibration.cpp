@@ -20,6 +20,7 @@ constexpr std::string_view kHeader = "stitch-cost-calibration 1";
 template <class C, class F>
 void forEachField(C& c, F&& f) {
   f("memory_bandwidth", c.memoryBandwidth);
+  f("cache_bandwidth", c.cacheBandwidth);
   f("memory_latency", c.memoryLatency);
   f("launch_overhead", c.launchOverhead);
   f("flops", c.flops);

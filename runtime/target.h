@@ -75,6 +75,7 @@ struct HostProfile {
 // or device figures. Zero means not calibrated: the profile's figure stands.
 struct CostCalibration {
   double memoryBandwidth = 0;  // bytes/s
+  double cacheBandwidth = 0;   // bytes/s of a kernel whose traffic fits the last-level cache
   double memoryLatency = 0;    // s
   double launchOverhead = 0;   // s per kernel
   double flops = 0;            // simple f32 ops/s

@@ -106,20 +106,10 @@ double elementAt(ir::DType t, const uint8_t* p, size_t i) {
   return 0;
 }
 
-double toleranceOf(ir::DType t) {
-  switch (t) {
-    case ir::DType::F16: return 1e-2;
-    case ir::DType::BF16: return 4e-2;
-    case ir::DType::F32:
-    case ir::DType::F64: return 1e-4;
-    default: return 0;
-  }
-}
-
 // Where `got` differs from `want` by more than the dtype's tolerance: empty when nowhere.
 std::string difference(const OutputValue& v, const std::vector<uint8_t>& got,
                        const std::vector<uint8_t>& want, const ir::Graph& g) {
-  const double tol = toleranceOf(v.dtype);
+  const double tol = reference::dtypeTolerance(v.dtype);
   for (size_t i = 0; i < v.elements; ++i) {
     const double a = elementAt(v.dtype, got.data(), i), b = elementAt(v.dtype, want.data(), i);
     if (std::isnan(a) && std::isnan(b)) continue;

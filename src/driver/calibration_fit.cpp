@@ -65,6 +65,7 @@ CalibrationFit fitCalibration(std::span<const IdentifiedRecord> records, std::st
   auto moved = [](double fitted, double was) { return fitted != was ? fitted : 0.0; };
   rt::CostCalibration& c = f.calibration;
   c.memoryBandwidth = moved(p.memoryBandwidth, base.memoryBandwidth);
+  c.cacheBandwidth = moved(p.cacheBandwidth, base.cacheBandwidth);
   c.memoryLatency = moved(p.memoryLatency, base.memoryLatency);
   c.launchOverhead = moved(p.launchOverhead, base.launchOverhead);
   c.flops = moved(p.flops, base.flops);
@@ -104,6 +105,7 @@ std::string calibrationFitText(const CalibrationFit& f) {
                        after * scale, unit, before == after ? " (unchanged)" : "");
   };
   line("memory bandwidth", b.memoryBandwidth, a.memoryBandwidth, 1e-9, "GB/s");
+  line("cache bandwidth", b.cacheBandwidth, a.cacheBandwidth, 1e-9, "GB/s");
   line("memory latency", b.memoryLatency, a.memoryLatency, 1e6, "us");
   line("launch overhead", b.launchOverhead, a.launchOverhead, 1e6, "us");
   line("flops", b.flops, a.flops, 1e-9, "G/s");

@@ -230,10 +230,10 @@ std::string serializeTarget(const rt::Target& t) {
   w.integer(sharedMemoryPerBlock);
   w.real(clockHz);
   w.real(deviceBandwidth);
-  const auto& [fittedBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime,
-               samples] = calibration;
-  for (double v :
-       {fittedBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime})
+  const auto& [fittedBandwidth, cacheBandwidth, memoryLatency, launchOverhead, flops,
+               expensiveFlops, gridSyncTime, samples] = calibration;
+  for (double v : {fittedBandwidth, cacheBandwidth, memoryLatency, launchOverhead, flops,
+                   expensiveFlops, gridSyncTime})
     w.real(v);
   w.integer(samples);
   return w.take();

@@ -69,7 +69,7 @@
 namespace stitch::driver {
 
 // Bump when the key's parts or the payload's encoding change.
-inline constexpr uint32_t kProgramEntryFormat = 4;
+inline constexpr uint32_t kProgramEntryFormat = 5;
 
 // The canonical bytes of a graph: every node (op, operands, attributes, type, name) in id order,
 // then the inputs and outputs. Equal graphs (ir::Graph::operator==) give equal bytes.

@@ -51,11 +51,24 @@ struct Figure {
   bool (*exercisedBy)(const KernelSummary& k, const HardwareProfile& hw);
 };
 
-const std::array<Figure, 6> kFigures = {{
+// The bytes a kernel's memory time is priced on (cost_model.h): read, written, no spills (a
+// kernel that spills is priced at DRAM bandwidth anyway: its traffic is larger than the cache's
+// share of it).
+bool fitsCache(const KernelSummary& k, const HardwareProfile& hw) {
+  return static_cast<double>(k.bytesRead) + static_cast<double>(k.bytesWritten) <=
+         static_cast<double>(hw.cacheBytes);
+}
+
+const std::array<Figure, 7> kFigures = {{
     {&HardwareProfile::memoryBandwidth, &FitParameters::memoryBandwidth,
      // The memory time beyond the latency: the bytes read and written, spills included.
      [](const KernelSummary& k, const HardwareProfile& hw) {
-       return estimateKernel(k, hw).memory > hw.memoryLatency;
+       return estimateKernel(k, hw).memory > hw.memoryLatency &&
+              !(hw.cacheBandwidth > 0 && fitsCache(k, hw));
+     }},
+    {&HardwareProfile::cacheBandwidth, &FitParameters::cacheBandwidth,
+     [](const KernelSummary& k, const HardwareProfile& hw) {
+       return hw.cacheBandwidth > 0 && fitsCache(k, hw) && k.bytesRead + k.bytesWritten > 0;
      }},
     {&HardwareProfile::memoryLatency, &FitParameters::memoryLatency,
      [](const KernelSummary&, const HardwareProfile&) { return true; }},
@@ -282,9 +295,14 @@ FitQuality evaluateFit(std::span<const FitSample> samples, const HardwareProfile
   return q;
 }
 
-FitResult fitCostModel(std::span<const FitSample> samples, const HardwareProfile& base,
+FitResult fitCostModel(std::span<const FitSample> samples, const HardwareProfile& given,
                        const FitParameters& which) {
   checkSamples(samples);
+  // The base the factors scale: the given profile, with a cache bandwidth equal to the DRAM one
+  // where it has none and the fit may move it (the same model times, so "before" is unchanged).
+  HardwareProfile base = given;
+  if (which.cacheBandwidth && !(base.cacheBandwidth > 0))
+    base.cacheBandwidth = base.memoryBandwidth;
   // Feasibility depends only on the occupancy figures, which the fit never moves, so the samples
   // usable under the base are the ones usable under every profile the fit tries.
   std::vector<const FitSample*> fitted;
@@ -358,8 +376,11 @@ FitResult fitCostModel(std::span<const FitSample> samples, const HardwareProfile
   }
 
   result.profile = withFactors(base, figures, best.x);
-  result.profile.description = base.description + " (fitted)";
-  result.before = evaluateFit(samples, base);
+  // A cache bandwidth the fit did not move says nothing: the given profile's stands.
+  if (result.profile.cacheBandwidth == base.cacheBandwidth)
+    result.profile.cacheBandwidth = given.cacheBandwidth;
+  result.profile.description = given.description + " (fitted)";
+  result.before = evaluateFit(samples, given);
   result.after = evaluateFit(samples, result.profile);
   return result;
 }

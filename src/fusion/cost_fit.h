@@ -62,6 +62,9 @@ struct FitSample {
 // outweighs their memory time.
 struct FitParameters {
   bool memoryBandwidth = true;
+  // The bandwidth of kernels whose traffic fits the last-level cache (hardware.h). A base without
+  // one (0, every built-in profile) starts it at memoryBandwidth, where the model is the same.
+  bool cacheBandwidth = true;
   bool memoryLatency = false;
   bool launchOverhead = true;
   bool flops = true;

@@ -103,7 +103,10 @@ KernelCost estimateKernel(const KernelSummary& k, const HardwareProfile& hw) {
                             static_cast<double>(threads);
   const double bytes =
       static_cast<double>(k.bytesRead) + static_cast<double>(k.bytesWritten) + spillBytes;
-  cost.memory = bytes / (hw.memoryBandwidth * cost.efficiency) + hw.memoryLatency;
+  const double bandwidth = hw.cacheBandwidth > 0 && bytes <= static_cast<double>(hw.cacheBytes)
+                               ? hw.cacheBandwidth
+                               : hw.memoryBandwidth;
+  cost.memory = bytes / (bandwidth * cost.efficiency) + hw.memoryLatency;
 
   const double cheap = static_cast<double>(k.cheapOps) + static_cast<double>(k.recomputeCheapOps);
   const double expensive =

@@ -7,8 +7,11 @@
 //   time       = launch + max(memory, compute) + sync
 //
 //   launch     = launchOverhead
-//   memory     = (bytesRead + bytesWritten + spillBytes) / (memoryBandwidth * efficiency)
+//   memory     = (bytesRead + bytesWritten + spillBytes) / (bandwidth * efficiency)
 //              + memoryLatency
+//   bandwidth  = cacheBandwidth when the profile has one and those bytes fit cacheBytes (the
+//                kernel's data stay in the last-level cache from one run to the next), else
+//                memoryBandwidth
 //   compute    = ( (cheapOps + recomputeCheapOps) / flops
 //                + (expensiveOps + recomputeExpensiveOps) / expensiveFlops ) / efficiency
 //   sync       = blockSyncs * blockSyncTime * waves + gridSyncs * gridSyncTime

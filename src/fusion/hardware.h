@@ -36,12 +36,17 @@ struct HardwareProfile {
   // and reads back while it fits there is read from it (cost model: column partials).
   int64_t cacheBytes;
   double memoryBandwidth;  // bytes/s that a well-formed streaming kernel reaches (not peak)
-  double memoryLatency;    // s, a dependent DRAM round trip
-  double launchOverhead;   // s per kernel launch (host-side + ramp)
-  double flops;            // simple f32 ops/s (add, mul, fma counted as one: issue rate)
-  double expensiveFlops;   // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
-  double blockSyncTime;    // s per __syncthreads-style barrier
-  double gridSyncTime;     // s per grid-wide barrier (cooperative launch)
+  // Bytes/s of a kernel whose whole traffic fits cacheBytes: its data stay in the last-level
+  // cache between runs (a model's small pieces, one call after another). 0: priced like DRAM
+  // traffic. No built-in profile sets it; a fitted calibration may (fusion/cost_fit.h,
+  // runtime/cost_calibration.h), so that plans change only where a machine's records asked.
+  double cacheBandwidth = 0;
+  double memoryLatency;   // s, a dependent DRAM round trip
+  double launchOverhead;  // s per kernel launch (host-side + ramp)
+  double flops;           // simple f32 ops/s (add, mul, fma counted as one: issue rate)
+  double expensiveFlops;  // transcendental ops/s (exp, log, tanh, erf, rsqrt, ...)
+  double blockSyncTime;   // s per __syncthreads-style barrier
+  double gridSyncTime;    // s per grid-wide barrier (cooperative launch)
   // Host: the elements one task of the thread pool covers (the grain the cpu target schedules,
   // src/target/cpu); 0 on GPUs.
   int64_t taskElements = 0;

@@ -792,4 +792,17 @@ void evaluate(const ir::Graph& g, std::span<const TensorView> inputs,
     encode(values[static_cast<size_t>(g.outputs()[i])], outputs[i]);
 }
 
+double dtypeTolerance(ir::DType t) {
+  switch (t) {
+    case ir::DType::F16: return 1e-2;
+    case ir::DType::BF16: return 4e-2;
+    case ir::DType::F32:
+    case ir::DType::F64: return 1e-4;
+    case ir::DType::I32:
+    case ir::DType::I64:
+    case ir::DType::Bool: return 0.0;
+  }
+  return 0.0;
+}
+
 }  // namespace stitch::reference

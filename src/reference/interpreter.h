@@ -106,6 +106,12 @@ struct HostTensor {
   double at(int64_t i) const;
 };
 
+// DESIGN.md's tolerance for a backend's result against the oracle's in a dtype:
+// |got - want| <= t + t * |want| with t = 1e-4 for f32 and f64, 1e-2 for f16, 4e-2 for bf16; 0 for
+// ints and bool (exact). What `--check`, the differential tests and autotuning's comparison of
+// plans (src/api/api_autotune.h) allow.
+double dtypeTolerance(ir::DType t);
+
 // Reads a native tensor. Throws InvalidArgument for a null data pointer on a non-empty tensor.
 HostTensor decode(const TensorView& t);
 // Writes t into out in the native encoding; out must have t's dtype and shape (ShapeMismatch).

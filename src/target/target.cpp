@@ -82,8 +82,8 @@ fusion::PricedLaunch Target::launch(const ir::Graph& g, const fusion::Kernel& k,
 
 fusion::HardwareProfile withCalibration(fusion::HardwareProfile facts,
                                         const rt::CostCalibration& c) {
-  const auto& [memoryBandwidth, memoryLatency, launchOverhead, flops, expensiveFlops, gridSyncTime,
-               samples] = c;
+  const auto& [memoryBandwidth, cacheBandwidth, memoryLatency, launchOverhead, flops,
+               expensiveFlops, gridSyncTime, samples] = c;
   bool any = false;
   auto take = [&](double& field, double value) {
     if (value > 0) {
@@ -92,6 +92,7 @@ fusion::HardwareProfile withCalibration(fusion::HardwareProfile facts,
     }
   };
   take(facts.memoryBandwidth, memoryBandwidth);
+  take(facts.cacheBandwidth, cacheBandwidth);
   take(facts.memoryLatency, memoryLatency);
   take(facts.launchOverhead, launchOverhead);
   take(facts.flops, flops);

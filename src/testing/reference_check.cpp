@@ -9,18 +9,7 @@
 
 namespace stitch::testing {
 
-double dtypeTolerance(ir::DType t) {
-  switch (t) {
-    case ir::DType::F16: return 1e-2;
-    case ir::DType::BF16: return 4e-2;
-    case ir::DType::F32:
-    case ir::DType::F64: return 1e-4;
-    case ir::DType::I32:
-    case ir::DType::I64:
-    case ir::DType::Bool: return 0.0;
-  }
-  return 0.0;
-}
+double dtypeTolerance(ir::DType t) { return reference::dtypeTolerance(t); }
 
 double graphTolerance(const ir::Graph& g) {
   double tol = 0.0;

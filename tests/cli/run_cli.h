@@ -56,4 +56,16 @@ inline SplitResult runCliSplit(const std::string& args, const std::string& env =
   return s;
 }
 
+// Whether this build has the cpu backend (configured without LLVM, it reports unavailable: exit
+// 3); tests that run graphs on it skip without it. Any other failure counts as having it, so that
+// the tests that need it fail and say why.
+inline bool haveCpuBackend() {
+  static const bool have =
+      runCli("run " + std::string(STITCH_SOURCE_DIR) +
+                 "/examples/softmax.stitch --graph softmax --backend cpu --dim N=1",
+             "STITCH_CACHE=0")
+          .code != 3;
+  return have;
+}
+
 }  // namespace stitch::clitest

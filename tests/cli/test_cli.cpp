@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using stitch::clitest::haveCpuBackend;
 using stitch::clitest::Result;
 using stitch::clitest::runCli;
 
@@ -40,15 +41,6 @@ TEST(Cli, EveryExampleChecksAgainstTheReference) {
     EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
   }
   EXPECT_GE(seen, 8);
-}
-
-// Whether this build has the cpu backend (configured without LLVM, it reports unavailable).
-bool haveCpuBackend() {
-  static const bool have = runCli("run " + std::string(STITCH_SOURCE_DIR) +
-                                  "/examples/softmax.stitch --graph softmax "
-                                  "--backend cpu --dim N=1")
-                               .code != 3;
-  return have;
 }
 
 // Regression: with two or more symbols bound, the plan's header and JSON named no bindings and

@@ -15,20 +15,13 @@
 #include "run_cli.h"
 
 namespace fs = std::filesystem;
+using stitch::clitest::haveCpuBackend;
 using stitch::clitest::Result;
 using stitch::clitest::runCli;
 using stitch::testing::RedisServer;
 using stitch::testing::TempDir;
 
 namespace {
-
-bool haveCpuBackend() {
-  static const bool have =
-      runCli("run " + std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch --backend cpu",
-             "STITCH_CACHE=0")
-          .code == 0;
-  return have;
-}
 
 // Softmax's search makes several plans (one kernel, two, three); the budget keeps the test short.
 const std::string kArgs = "run " + std::string(STITCH_SOURCE_DIR) +

@@ -29,6 +29,7 @@ using stitch::testing::TricklingServer;
 
 namespace {
 
+using stitch::clitest::haveCpuBackend;
 using stitch::clitest::Result;
 using stitch::clitest::runCli;
 
@@ -53,14 +54,6 @@ FirstRuns firstRuns(const std::string& out) {
     f.warm += (*it)[4].str().starts_with("the program cache") ? 1 : 0;
   }
   return f;
-}
-
-bool haveCpuBackend() {
-  static const bool have =
-      runCli("run " + std::string(STITCH_SOURCE_DIR) + "/examples/softmax.stitch --backend cpu",
-             "STITCH_CACHE=0")
-          .code == 0;
-  return have;
 }
 
 // The demo's graph set and a transformer block: several programs, kernels shared among them.

@@ -10,6 +10,7 @@
 #include "../common/temp_dir.h"
 #include "run_cli.h"
 
+using stitch::clitest::haveCpuBackend;
 using stitch::clitest::Result;
 using stitch::clitest::runCli;
 using stitch::testing::TempDir;
@@ -17,12 +18,6 @@ using stitch::testing::TempDir;
 namespace {
 
 const std::string kExamples = std::string(STITCH_SOURCE_DIR) + "/examples/";
-
-bool haveCpuBackend() {
-  static const bool have =
-      runCli("run " + kExamples + "softmax.stitch --backend cpu", "STITCH_CACHE=0").code == 0;
-  return have;
-}
 
 // The plan's totals line: the model's time of the plan and of the unfused graph.
 std::string totals(const std::string& plan) {
@@ -77,8 +72,9 @@ TEST(TuneFit, FitsTheMeasuredPlansStoresTheCalibrationAndPlansWithIt) {
   // these few noisy records may or may not give: either way it says which.
   Result judged = runCli("tune fit --backend cpu", env);
   ASSERT_EQ(judged.code, 0) << judged.out;
-  const bool refused = judged.out.find("stored: nothing (the fitted figures pick a plan within 5% "
-                                       "of the fastest in ") != std::string::npos;
+  const bool refused = judged.out.find(
+                           "stored: nothing (the fitted figures pick a plan within 5% "
+                           "of the fastest in ") != std::string::npos;
   EXPECT_TRUE(refused || judged.out.find("stored: this machine's calibration") != std::string::npos)
       << judged.out;
   if (refused) {

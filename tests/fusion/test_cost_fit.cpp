@@ -187,12 +187,12 @@ TEST(CostFit, TooFewSamplesIsAnError) {
   std::vector<FitSample> samples = variedSamples(trueProfile());
   samples.resize(3);
   try {
-    fitCostModel(samples, base);  // five figures selected by default
+    fitCostModel(samples, base);  // six figures selected by default
     FAIL() << "expected an error";
   } catch (const stitch::Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(e.message().find("3 usable samples"), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("at least 5"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("at least 6"), std::string::npos) << e.message();
   }
 
   // Infeasible samples (two threads per block on the host) do not count.
@@ -201,7 +201,7 @@ TEST(CostFit, TooFewSamplesIsAnError) {
   for (int i = 0; i < 2; ++i) samples.push_back({{tooWide}, 1e-5, ""});
   EXPECT_THROW(fitCostModel(samples, base), stitch::Error);
   FitParameters two;
-  two.flops = two.expensiveFlops = two.gridSyncTime = false;
+  two.flops = two.expensiveFlops = two.gridSyncTime = two.cacheBandwidth = false;
   const FitResult fit = fitCostModel(samples, base, two);
   EXPECT_EQ(fit.after.samples, 3);
 
