@@ -92,12 +92,13 @@ std::string tuneFit(const char* const* keys, const char* const* values, size_t n
                   records.size() + static_cast<size_t>(unreadable), cache.dir().string(),
                   unreadable ? fmt::format(", {} unreadable", unreadable) : "");
   out += driver::calibrationFitText(f);
-  if (!f.refused.empty() && !force) {
-    out += "stored: nothing (" + f.refused + ")\n";
-  } else if (f.calibration == rt::CostCalibration{}) {
+  const std::string refused = f.refused.empty() ? "" : "; it would be refused: " + f.refused;
+  if (f.calibration == rt::CostCalibration{}) {
     out += "stored: nothing (the fit moved no figure)\n";
   } else if (dryRun) {
-    out += "stored: nothing (dry run)\n";
+    out += "stored: nothing (dry run" + refused + ")\n";
+  } else if (!f.refused.empty() && !force) {
+    out += "stored: nothing (" + f.refused + ")\n";
   } else {
     rt::PersistentLayers* layers = backend.persistentLayers();
     std::unique_ptr<rt::PersistentLayers> own;

@@ -63,7 +63,7 @@ TEST(TuneFit, FitsTheMeasuredPlansStoresTheCalibrationAndPlansWithIt) {
   ASSERT_EQ(dry.code, 0) << dry.out;
   for (const char* part : {"tune fit: cpu host", "records: ", "fit set (", "before: median",
                            "after:  median", "figures (before -> after)", "memory bandwidth",
-                           "launch overhead", "stored: nothing (dry run)"})
+                           "launch overhead", "stored: nothing (dry run"})
     EXPECT_NE(dry.out.find(part), std::string::npos) << part << " not in:\n" << dry.out;
   EXPECT_EQ(machineProfiles(env), profiles);  // nothing stored
   EXPECT_EQ(runCli(plan, env).out, before.out);

@@ -254,3 +254,20 @@ TEST(CostFit, EvaluateCountsByHand) {
   EXPECT_EQ(q.rankedFastestFirst, 1);
   EXPECT_NEAR(q.spearman, 0.5, 1e-12);
 }
+
+// A machine whose small kernels stream from the last-level cache at four times its DRAM
+// bandwidth: the fit finds that bandwidth (the base has none, hardware.h) and the DRAM one apart.
+TEST(CostFit, RecoversACacheResidentBandwidth) {
+  const HardwareProfile base = hostProfile();
+  ASSERT_EQ(base.cacheBandwidth, 0);
+  HardwareProfile truth = trueProfile();
+  truth.cacheBandwidth = 4 * truth.memoryBandwidth;
+  const FitResult fit = fitCostModel(variedSamples(truth), base);
+  EXPECT_NEAR(fit.profile.cacheBandwidth / truth.cacheBandwidth, 1.0, 0.05);
+  EXPECT_NEAR(factor(fit.profile, base, &HardwareProfile::memoryBandwidth), 0.5, 0.5 * 0.05);
+  EXPECT_LT(fit.after.medianAbsLogError, 1e-3);
+  // Not selected: the base's (none) stands.
+  FitParameters noCache;
+  noCache.cacheBandwidth = false;
+  EXPECT_EQ(fitCostModel(variedSamples(truth), base, noCache).profile.cacheBandwidth, 0);
+}

@@ -160,6 +160,23 @@ TEST(CostModel, StreamingCopyRunsAtProfileBandwidth) {
   EXPECT_LT(c.time, 1.1 * ideal);
 }
 
+// A kernel whose traffic fits the last-level cache streams at the profile's cache bandwidth when
+// it has one (a calibration's, hardware.h); one that does not, and every kernel of a profile
+// without one, at the DRAM bandwidth.
+TEST(CostModel, ACacheResidentKernelStreamsAtTheCacheBandwidth) {
+  HardwareProfile hw = profile("sm_90");
+  ASSERT_EQ(hw.cacheBandwidth, 0);
+  const KernelSummary small = elementwise(kMiB), large = elementwise(16 * kMiB);  // 8, 128 MiB
+  ASSERT_LE(small.bytesRead + small.bytesWritten, hw.cacheBytes);
+  ASSERT_GT(large.bytesRead + large.bytesWritten, hw.cacheBytes);
+  const double smallDram = estimateKernel(small, hw).memory;
+  const double largeDram = estimateKernel(large, hw).memory;
+  hw.cacheBandwidth = 4 * hw.memoryBandwidth;
+  EXPECT_NEAR(estimateKernel(small, hw).memory - hw.memoryLatency,
+              (smallDram - hw.memoryLatency) / 4, 1e-12);
+  EXPECT_EQ(estimateKernel(large, hw).memory, largeDram);
+}
+
 TEST(CostModel, LaunchOverheadDominatesTinyKernels) {
   for (const HardwareProfile& hw : builtinProfiles()) {
     SCOPED_TRACE(hw.name);
