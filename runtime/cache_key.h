@@ -27,6 +27,7 @@
 // file, so a hash collision reads as a miss, never as another kernel.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -8,7 +8,9 @@
 #            `ci` preset: everything built, every test (the long random-graph sweeps included), the
 #            torch.compile tests and the package's tests (tests/package) run against that install
 #   asan     `ci-asan`: the unit tests under AddressSanitizer + UBSan (-O1, UB fatal), with the
-#            random-graph sweeps cut to 10% (STITCH_TEST_SWEEP_PERCENT); no install or Python tests
+#            random-graph sweeps cut to 10% (STITCH_TEST_SWEEP_PERCENT); no install or Python tests,
+#            no gfx90a cases and no NVRTC spill sweeps (*CompilesWithoutSpills: their time is
+#            NVRTC's, which is not instrumented; the default lane runs them)
 #   tsan     `tsan`: the thread pool, kernel cache and concurrent-run tests under ThreadSanitizer
 #   fuzz     `fuzz`: each libFuzzer target for STITCH_CI_FUZZ_SECONDS (default 60) over its seed
 #            corpus, replaying tests/fuzz/regressions/

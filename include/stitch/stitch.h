@@ -421,8 +421,9 @@ typedef struct {
   uint64_t plan_reuses;   /* of them, run with a kept plan of their class */
   uint64_t plan_classes;  /* distinct plan classes among them */
   /* Of the signatures, those run from a whole-program entry of the kernel cache (README, "A
-   * fleet shares compiled kernels"): an earlier process (or engine) built the signature, and this
-   * one loaded its artifact and kernels with no planning and no compiling. */
+   * fleet shares compiled kernels"), or from a tuning entry under autotuning: an earlier process
+   * (or engine) built the signature, and this one loaded its artifact and kernels with no
+   * planning and no compiling. */
   uint64_t warm_starts;
 } stitch_program_stats_t;
 

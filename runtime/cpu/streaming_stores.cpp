@@ -8,6 +8,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 
+#include <cstdint>
 #include <set>
 #include <vector>
 

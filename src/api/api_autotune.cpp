@@ -2,12 +2,14 @@
 #include "api/api_autotune.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 
+#include "api/api_internal.h"
 #include "driver/program_entry.h"
 #include "ir/signature.h"
 #include "runtime/persistent_layers.h"
@@ -53,14 +55,13 @@ struct OutputValue {
   size_t elements;
 };
 
-// The outputs the kernels write (each value once: an output that is an input, or repeats an
-// earlier output, is filled by the caller after the run, not by the kernels).
+// The outputs the kernels write (writtenByKernels): the others are filled by the caller after
+// the run.
 std::vector<OutputValue> writtenOutputs(const ir::Graph& g, const ir::Bindings& bindings) {
   std::vector<OutputValue> out;
-  for (int o : g.outputs()) {
-    if (g.node(o).op == ir::OpCode::Input) continue;
-    if (std::any_of(out.begin(), out.end(), [&](const OutputValue& v) { return v.node == o; }))
-      continue;
+  for (size_t j = 0; j < g.outputs().size(); ++j) {
+    if (!writtenByKernels(g, j)) continue;
+    const int o = g.outputs()[j];
     size_t elements = 1;
     for (int64_t d : ir::concretize(g.node(o).type.shape, bindings))
       elements *= static_cast<size_t>(d);  // bounded: the run's outputs were checked to fit
@@ -225,6 +226,11 @@ TunedSignature autotune(const ir::Graph& optimized, const ir::Bindings& bindings
   TunedSignature out;
   driver::TuningRecord& record = out.record;
   record.machine = driver::machineIdentity(backend.target());
+  record.subject = optimized.name() + "(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    record.subject += fmt::format("{}{}[{}]", i ? ", " : "", ir::dtypeName(inputs[i].dtype),
+                                  fmt::join(inputs[i].shape, ","));
+  record.subject += ")";
   record.tunedAt = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -282,15 +288,24 @@ TunedSignature autotune(const ir::Graph& optimized, const ir::Bindings& bindings
         cand.executable.reset();
       }
     }
-    // Runs per sample: one timed run of each, then enough back to back that a sample lasts
-    // kMinSampleSeconds (the note in api_autotune.h).
+    // From here every candidate, the pick too, writes the same scratch outputs (the pick's are
+    // read): no candidate finds its outputs in the cache when another's were just written
+    // there. A sample is an untimed warm-up run, then a timed batch (the note in
+    // api_autotune.h).
+    auto sample = [&](Candidate& cand, int runs) {
+      cand.executable->run(scratchBound, stream);
+      backend.synchronize(stream);
+      const Clock::time_point t = Clock::now();
+      for (int r = 0; r < runs; ++r) cand.executable->run(scratchBound, stream);
+      backend.synchronize(stream);
+      return std::max(secondsSince(t), 1e-9) / runs;
+    };
+    // Runs per sample: enough back to back that a sample lasts kMinSampleSeconds, from one warm
+    // run of each.
     std::vector<int> reps(candidates.size(), 1);
     for (size_t c = 0; c < candidates.size(); ++c) {
       if (!candidates[c].executable) continue;
-      const Clock::time_point t = Clock::now();
-      candidates[c].executable->run(c == 0 ? pickBound : scratchBound, stream);
-      backend.synchronize(stream);
-      const double once = std::max(secondsSince(t), 1e-9);
+      const double once = sample(candidates[c], 1);
       reps[c] = static_cast<int>(std::clamp(std::ceil(kMinSampleSeconds / once), 1.0,
                                             static_cast<double>(kMaxRunsPerSample)));
     }
@@ -300,11 +315,7 @@ TunedSignature autotune(const ir::Graph& optimized, const ir::Bindings& bindings
       for (size_t c = 0; c < candidates.size(); ++c) {
         Candidate& cand = candidates[c];
         if (!cand.executable) continue;
-        const Clock::time_point t = Clock::now();
-        for (int r = 0; r < reps[c]; ++r)
-          cand.executable->run(c == 0 ? pickBound : scratchBound, stream);
-        backend.synchronize(stream);
-        cand.times.push_back(secondsSince(t) / reps[c]);
+        cand.times.push_back(sample(cand, reps[c]));
         cand.timing.runs += reps[c];
       }
     }

@@ -15,12 +15,18 @@
 //     worst element): tuning must not change results beyond what a check allows.
 //   - Then rounds: each round takes one sample of every candidate, in candidate order, so that
 //     drifts of the machine's speed fall on every candidate alike; at least kMinRounds rounds,
-//     then until the budget is spent, at most kMaxRounds. A sample is a batch of runs back to
-//     back, then one synchronize of the stream, divided by the runs: as many runs as make it last
-//     about kMinSampleSeconds (from one timed run before the rounds; at most kMaxRunsPerSample),
-//     because one run of a kernel of a few microseconds is timed mostly by the clock, the wake-up
-//     of the thread pool and, on a GPU, the synchronize. Each candidate's time is the median of
-//     its samples; its runs are counted in the record.
+//     then until the budget is spent, at most kMaxRounds. A sample is one untimed run, then a
+//     batch of runs back to back and one synchronize of the stream, divided by the runs: as many
+//     runs as make it last about kMinSampleSeconds (from one warm timed run before the rounds; at
+//     most kMaxRunsPerSample), because one run of a kernel of a few microseconds is timed mostly
+//     by the clock, the wake-up of the thread pool and, on a GPU, the synchronize. Each
+//     candidate's time is the median of its samples; its timed runs are counted in the record.
+//   - The samples are warm, as `stitch run --iters` and a training loop's steady state are, and
+//     alike for every candidate: the other candidates ran in between, so a batch's first run
+//     would find the caches full of their data; and every candidate writes the same scratch
+//     outputs. On the CPU VM, timing the pick cold into outputs of its own (so that the run
+//     before it had evicted them) priced a 70 us plan at 100-220 us in a round of four and
+//     chose plans 1.3-1.9x slower (BENCHMARKS.md, "Autotuning").
 //   - The pick is kept unless another candidate beats it round by round: faster in at least
 //     kSwitchRounds of the rounds, and by more than kSwitchMargin in the median round (of the
 //     ratios of its sample to the pick's sample of the same round); of those, the one with the

@@ -1,4 +1,5 @@
 // Graphs and modules in the C API: building op by op, parsing, printing, inspecting.
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>

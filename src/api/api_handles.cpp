@@ -14,6 +14,7 @@
 // bumps: while the epoch is unchanged no handle has died, so the remembered one is still live
 // (registering more handles changes nothing for it). One atomic load and three compares.
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>

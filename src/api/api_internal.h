@@ -6,6 +6,7 @@
 
 #include <stitch/stitch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -110,6 +111,15 @@ PlannedGraph buildForSizes(const ir::Graph& g, const target::Target& target,
 // The "plan_candidate" option's value: an integer from 0 (the planner's pick) to 64.
 // InvalidArgument otherwise.
 int parsePlanCandidate(const std::string& value);
+
+// Whether the kernels write graph output j: each output value is written once, into the first
+// output that names it; an output that is a graph input, or repeats an earlier output, is filled
+// after the kernels by a copy.
+inline bool writtenByKernels(const ir::Graph& g, size_t j) {
+  std::span<const int> outputs = g.outputs();
+  return g.node(outputs[j]).op != ir::OpCode::Input &&
+         std::find(outputs.begin(), outputs.end(), outputs[j]) == outputs.begin() + j;
+}
 
 }  // namespace stitch::api
 

@@ -105,9 +105,15 @@ std::string explainForBackend(const ir::Graph& g, const std::string& backendName
   rt::Backend& backend = rt::requireBackend(rt::resolveBackend(backendName));
   const std::unique_ptr<target::Target> t = target::makeTarget(backend.target());
   api::PlannedGraph p = api::buildForSizes(g, *t, options, symbols, sizes, n, driver::Stage::Plan);
+  // An entry's key holds K: one tuned with another STITCH_AUTOTUNE_CANDIDATES is not this one,
+  // and the line says which K it looked for.
+  const int candidates = driver::autotuneFromEnv().candidates;
   std::string origin = options.planCandidate == 0
-                           ? "# plan: the cost model's pick (no tuning entry for this machine; "
-                             "STITCH_AUTOTUNE=1 makes one on a run)\n"
+                           ? fmt::format(
+                                 "# plan: the cost model's pick (no tuning entry of {} "
+                                 "candidates for this machine; STITCH_AUTOTUNE=1 "
+                                 "STITCH_AUTOTUNE_CANDIDATES={} makes one on a run)\n",
+                                 candidates, candidates)
                            : "";
   rt::PersistentLayers* layers = t->generatesCode() ? backend.persistentLayers() : nullptr;
   if (layers && options.planCandidate == 0) {
@@ -119,8 +125,8 @@ std::string explainForBackend(const ir::Graph& g, const std::string& backendName
     std::vector<ir::ConcreteInput> sig;
     for (size_t i = 0; i < shapes.size(); ++i)
       sig.push_back({p.optimized.node(p.optimized.inputs()[i]).type.dtype, shapes[i]});
-    const rt::CacheKey key = driver::tunedEntryKey(p.optimized, sig, backend.target(), options,
-                                                   driver::autotuneFromEnv().candidates);
+    const rt::CacheKey key =
+        driver::tunedEntryKey(p.optimized, sig, backend.target(), options, candidates);
     if (std::optional<driver::TunedEntry> e =
             api::loadTunedEntry(*layers, key, p.optimized, sig, *t, backend.target())) {
       options.planCandidate = e->record.chosen;

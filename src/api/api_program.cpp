@@ -226,6 +226,7 @@ std::shared_ptr<SignatureState> tunedStateFor(stitch_program_s& p, const std::st
       }
       if (state->executable) {
         ++p.tuning.from_entries;
+        ++p.warmStarts;  // an entry's plan and kernels, as a program entry's
         if (e->record.candidates.size() == 1) ++p.tuning.single_plan;
         if (chosen != 0) ++p.tuning.switched;
         log().debug("graph {}: signature {} runs candidate {}, its tuning entry's decision",
@@ -308,13 +309,6 @@ std::shared_ptr<SignatureState> stateFor(stitch_program_s& p,
   return state;
 }
 
-// Each output value is written by the kernels once, into the first output that names it.
-bool writtenByKernels(const ir::Graph& g, size_t j) {
-  auto outputs = g.outputs();
-  return g.node(outputs[j]).op != ir::OpCode::Input &&
-         std::find(outputs.begin(), outputs.end(), outputs[j]) == outputs.begin() + j;
-}
-
 // Outputs that are graph inputs, or repeat an earlier output, are filled after the kernels by
 // copy(dst, src, bytes).
 template <class Copy>
@@ -324,7 +318,7 @@ void fillAliasedOutputs(const ir::Graph& g, std::span<const reference::TensorVie
   for (size_t j = 0; j < out.size(); ++j) {
     size_t bytes = static_cast<size_t>(ir::dtypeBytes(out[j].dtype));
     for (int64_t d : out[j].shape) bytes *= static_cast<size_t>(d);
-    if (bytes == 0 || writtenByKernels(g, j)) continue;
+    if (bytes == 0 || api::writtenByKernels(g, j)) continue;
     if (g.node(outputs[j]).op == ir::OpCode::Input) {
       auto pos = std::find(g.inputs().begin(), g.inputs().end(), outputs[j]) - g.inputs().begin();
       copy(out[j].data, in[static_cast<size_t>(pos)].data, bytes);
@@ -346,7 +340,7 @@ void runKernels(const stitch_program_s& p, SignatureState& state,
   for (size_t i = 0; i < in.size(); ++i)
     bound.push_back({g.inputs()[i], const_cast<void*>(in[i].data)});
   for (size_t j = 0; j < out.size(); ++j)
-    if (writtenByKernels(g, j)) bound.push_back({g.outputs()[j], out[j].data});
+    if (api::writtenByKernels(g, j)) bound.push_back({g.outputs()[j], out[j].data});
   state.executable->run(bound, stream);
   rt::Backend& backend = *p.config->backend;
   fillAliasedOutputs(g, in, out, [&](void* dst, const void* src, size_t bytes) {

@@ -17,9 +17,26 @@ std::string quality(const fusion::FitQuality& q) {
       q.medianAbsLogError, q.pickWithin5, q.groups, q.rankedFastestFirst, q.groups, q.spearman);
 }
 
+// One line per group the model's pick misses, under the figures of `which`: the diagnosis a count
+// cannot give (is the miss noise, or a cost the model lacks?).
+std::string missedLines(std::string_view which, const fusion::FitQuality& q,
+                        const std::map<std::string, std::string>& subjects) {
+  std::string out;
+  for (const fusion::MissedPick& m : q.missedPicks) {
+    auto it = subjects.find(m.group);
+    out += fmt::format("    missed ({}): {}: the model picks candidate {}, {:.2f}x candidate {}\n",
+                       which, it == subjects.end() ? m.group : it->second, m.pick, m.slower,
+                       m.fastest);
+  }
+  return out;
+}
+
 std::string qualityLines(std::string_view what, const fusion::FitQuality& before,
-                         const fusion::FitQuality& after) {
-  return fmt::format("{}:\n  before: {}\n  after:  {}\n", what, quality(before), quality(after));
+                         const fusion::FitQuality& after,
+                         const std::map<std::string, std::string>& subjects) {
+  return fmt::format("{}:\n  before: {}\n{}  after:  {}\n{}", what, quality(before),
+                     missedLines("before", before, subjects), quality(after),
+                     missedLines("after", after, subjects));
 }
 
 }  // namespace
@@ -38,8 +55,9 @@ CalibrationFit fitCalibration(std::span<const IdentifiedRecord> records, std::st
     std::vector<fusion::FitSample> samples;
     for (const CandidateTiming& c : r.record.candidates)
       if (c.outcome == CandidateOutcome::Measured && c.medianSeconds > 0 && !c.summaries.empty())
-        samples.push_back(fusion::FitSample{c.summaries, c.medianSeconds, r.id});
+        samples.push_back(fusion::FitSample{c.summaries, c.medianSeconds, r.id, c.candidate});
     if (samples.empty()) continue;
+    f.subjects[r.id] = r.record.subject.empty() ? r.id : r.record.subject;
     ++f.records;
     const bool held = static_cast<int>(fnv1a64(r.id) % 100) < holdBackPercent;
     ++(held ? f.heldRecords : f.fitRecords);
@@ -89,13 +107,13 @@ std::string calibrationFitText(const CalibrationFit& f) {
       f.otherMachines);
   out += qualityLines(
       fmt::format("fit set ({} plans, {} groups)", f.fit.after.samples, f.fit.after.groups),
-      f.fit.before, f.fit.after);
+      f.fit.before, f.fit.after, f.subjects);
   if (f.heldSamples.empty())
     out += "held back: none (--hold-back PERCENT scores the fit on records it did not see)\n";
   else
     out += qualityLines(
         fmt::format("held back ({} plans, {} groups)", f.heldAfter.samples, f.heldAfter.groups),
-        f.heldBefore, f.heldAfter);
+        f.heldBefore, f.heldAfter, f.subjects);
   const fusion::HardwareProfile& a = f.fit.profile;
   const fusion::HardwareProfile& b = f.base;
   out += "figures (before -> after):\n";

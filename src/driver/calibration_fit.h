@@ -20,6 +20,7 @@
 // following the profile (a bandwidth measured again, a new built-in figure).
 #pragma once
 
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,8 +50,9 @@ struct CalibrationFit {
   std::vector<fusion::FitSample> fitSamples, heldSamples;
   fusion::HardwareProfile base;
   fusion::FitResult fit;
-  fusion::FitQuality heldBefore, heldAfter;  // of the held-back samples (empty: none)
-  rt::CostCalibration calibration;           // all zero when the fit moved nothing
+  fusion::FitQuality heldBefore, heldAfter;     // of the held-back samples (empty: none)
+  rt::CostCalibration calibration;              // all zero when the fit moved nothing
+  std::map<std::string, std::string> subjects;  // record id -> what it measured (the report's)
   // Why the fitted figures are not kept (empty: they are): they pick a plan within 5% of the
   // fastest in fewer groups of the fit set than the profile did. A calibration exists to make the
   // planner's choices better; one that fits times better but chooses worse is not one, and is
@@ -66,8 +68,8 @@ CalibrationFit fitCalibration(std::span<const IdentifiedRecord> records, std::st
                               const fusion::HardwareProfile& base, int holdBackPercent,
                               std::string_view source);
 
-// The report: what was used and held back, each set's fit quality before -> after, and the
-// figures before -> after.
+// The report: what was used and held back, each set's fit quality before -> after with the groups
+// whose pick the model misses (by their records' subjects), and the figures before -> after.
 std::string calibrationFitText(const CalibrationFit& f);
 
 }  // namespace stitch::driver

@@ -145,10 +145,11 @@ rt::CacheKey tunedEntryKey(const ir::Graph& optimized, std::span<const ir::Concr
 
 std::vector<uint8_t> encodeTunedEntry(const TuningRecord& record,
                                       const rt::ProgramArtifact& artifact) {
-  const auto& [machine, tunedAt, budgetMs, seconds, chosen, candidates] = record;
+  const auto& [machine, subject, tunedAt, budgetMs, seconds, chosen, candidates] = record;
   CanonicalWriter w;
   w.integer(kTunedEntryFormat);
   w.string(machine);
+  w.string(subject);
   w.integer(tunedAt);
   w.integer(budgetMs);
   w.real(seconds);
@@ -182,8 +183,9 @@ TuningRecord readRecord(CanonicalReader& r) {
   STITCH_CHECK(format == kTunedEntryFormat, ErrorCode::InvalidArgument,
                "a tuned entry of format {} (this library reads {})", format, kTunedEntryFormat);
   TuningRecord record;
-  auto& [machine, tunedAt, budgetMs, seconds, chosen, candidates] = record;
+  auto& [machine, subject, tunedAt, budgetMs, seconds, chosen, candidates] = record;
   machine = r.string();
+  subject = r.string();
   tunedAt = r.integer<int64_t>();
   budgetMs = r.integer<int64_t>();
   seconds = readSeconds(r);

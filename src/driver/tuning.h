@@ -42,7 +42,7 @@
 namespace stitch::driver {
 
 // Bump when the record's encoding or the tuned entry's key parts change.
-inline constexpr uint32_t kTunedEntryFormat = 1;
+inline constexpr uint32_t kTunedEntryFormat = 2;
 
 struct AutotuneSettings {
   bool enabled = false;     // STITCH_AUTOTUNE, engine option "autotune" (default off)
@@ -82,7 +82,10 @@ struct CandidateTiming {
 };
 
 struct TuningRecord {
-  std::string machine;                      // machineIdentity() of the target measured on
+  std::string machine;  // machineIdentity() of the target measured on
+  // What was measured, in words: the graph's name and its inputs' types ("layer_norm(f32[16,768],
+  // f32[768], f32[768])"); `stitch tune fit` names the records whose pick the model misses by it.
+  std::string subject;
   int64_t tunedAt = 0;                      // when: seconds since the Unix epoch
   int64_t budgetMs = 0;                     // the budget it was measured under
   double seconds = 0;                       // what tuning took, building and compiling included

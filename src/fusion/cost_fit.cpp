@@ -282,7 +282,14 @@ FitQuality evaluateFit(std::span<const FitSample> samples, const HardwareProfile
     const size_t pick = static_cast<size_t>(std::min_element(modelTimes.begin(), modelTimes.end()) -
                                             modelTimes.begin());
     const double fastest = *std::min_element(measuredTimes.begin(), measuredTimes.end());
-    if (measuredTimes[pick] <= 1.05 * fastest) ++q.pickWithin5;
+    if (measuredTimes[pick] <= 1.05 * fastest) {
+      ++q.pickWithin5;
+    } else {
+      const size_t best = static_cast<size_t>(
+          std::min_element(measuredTimes.begin(), measuredTimes.end()) - measuredTimes.begin());
+      q.missedPicks.push_back({name, samples[members[pick]].candidate,
+                               samples[members[best]].candidate, measuredTimes[pick] / fastest});
+    }
     if (measuredTimes[pick] == fastest) ++q.rankedFastestFirst;
     if (members.size() >= 3) {
       if (std::optional<double> rho = spearman(modelTimes, measuredTimes)) {

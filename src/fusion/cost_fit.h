@@ -55,6 +55,15 @@ struct FitSample {
   // Samples of one group are alternative plans of one graph and signature: the ranking metrics
   // compare plans within a group. Empty: in no group.
   std::string group;
+  int candidate = 0;  // which plan of its group it is, as reports name it
+};
+
+// A group whose fastest plan by the model measures more than 5% slower than the group's fastest.
+struct MissedPick {
+  std::string group;
+  int pick = 0;       // the model's fastest (its FitSample::candidate)
+  int fastest = 0;    // the measured fastest
+  double slower = 1;  // the pick's measured time over the fastest's: > 1.05
 };
 
 // Which HardwareProfile figures the fit may move. memoryLatency is off by default: it is added
@@ -82,6 +91,7 @@ struct FitQuality {
   int pickWithin5 = 0;           // groups whose fastest plan by the model measures within 5% of
                                  // the group's fastest
   int rankedFastestFirst = 0;    // groups whose fastest plan by the model is the fastest measured
+  std::vector<MissedPick> missedPicks;  // the groups not counted in pickWithin5, by name
   // The mean over groups of at least three samples of the Spearman rank correlation of model and
   // measured times (ties take their mean rank; a group whose times are all tied is left out); 0
   // when there is no such group. Two-sample groups are left out: their correlation is +-1 and

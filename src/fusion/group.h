@@ -40,6 +40,7 @@
 // block are the launch the emitter will use, and that is what the cost prices.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "fusion/op_class.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace stitch::fusion {
 

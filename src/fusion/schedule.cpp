@@ -2,6 +2,7 @@
 #include "fusion/schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace stitch::fusion {
 

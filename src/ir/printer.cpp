@@ -1,5 +1,6 @@
 #include "ir/printer.h"
 
+#include <cstdint>
 #include <unordered_set>
 
 namespace stitch::ir {

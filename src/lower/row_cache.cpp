@@ -1,6 +1,7 @@
 // Row caches (design note in row_cache.h).
 #include "lower/row_cache.h"
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>

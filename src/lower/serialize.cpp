@@ -6,6 +6,8 @@
 // the same way).
 #include "lower/serialize.h"
 
+#include <cstdint>
+
 namespace stitch::lower {
 
 namespace {

@@ -1,6 +1,7 @@
 // Properties of a host phase's walks for tiling them (design note in tile_forms.h).
 #include "lower/tile_forms.h"
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <numeric>

@@ -1,5 +1,6 @@
 #include "passes/cse.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>

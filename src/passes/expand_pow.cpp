@@ -1,6 +1,7 @@
 #include "passes/expand_pow.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>

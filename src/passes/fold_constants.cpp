@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "passes/rewriter.h"
 #include "reference/interpreter.h"

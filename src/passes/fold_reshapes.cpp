@@ -1,6 +1,7 @@
 #include "passes/fold_reshapes.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "passes/rewriter.h"
 

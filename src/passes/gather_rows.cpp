@@ -1,5 +1,6 @@
 #include "passes/gather_rows.h"
 
+#include <cstdint>
 #include <limits>
 
 #include "passes/rewriter.h"

@@ -1,5 +1,6 @@
 #include "passes/sink_picks.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "passes/gather_rows.h"

@@ -39,9 +39,11 @@ std::string freshSoftmax() {
          "(x: f32[N, 512]) {\n  y = softmax(x)\n  return y\n}\n";
 }
 
-// Runs `text` on `engine` over 64 rows; the output, and the program's tuning counters.
+// Runs `text` on `engine` over 64 rows; the output, and the program's tuning counters (and its
+// statistics, when `stats` is given).
 std::vector<float> runOnce(stitch_engine_t engine, const std::string& text,
-                           stitch_program_tuning_t* tuning) {
+                           stitch_program_tuning_t* tuning,
+                           stitch_program_stats_t* stats = nullptr) {
   stitch_graph_t g = nullptr;
   EXPECT_EQ(stitch_graph_parse(text.c_str(), "t", &g), STITCH_OK) << lastError();
   stitch_program_t p = nullptr;
@@ -52,6 +54,9 @@ std::vector<float> runOnce(stitch_engine_t engine, const std::string& text,
   DLTensor in = f32Tensor(x.data(), shape, 2), out = f32Tensor(y.data(), shape, 2);
   EXPECT_EQ(stitch_program_run(p, &in, 1, &out, 1, nullptr), STITCH_OK) << lastError();
   EXPECT_EQ(stitch_program_tuning(p, tuning), STITCH_OK) << lastError();
+  if (stats) {
+    EXPECT_EQ(stitch_program_stats(p, stats), STITCH_OK) << lastError();
+  }
   stitch_program_destroy(p);
   stitch_graph_destroy(g);
   return y;
@@ -71,9 +76,11 @@ TEST(ApiAutotune, ATunedProgramAnswersAsTheUntunedOneAndCountsItsWork) {
   Engine tuned({{"backend", "cpu"}, {"autotune", "1"}, {"autotune_budget_ms", "20"}});
   ASSERT_EQ(tuned.status, STITCH_OK) << lastError();
   stitch_program_tuning_t none{}, first{}, second{};
+  stitch_program_stats_t firstStats{}, secondStats{};
   const std::vector<float> want = runOnce(plain.e, text, &none);
   EXPECT_EQ(none.measured + none.from_entries, 0u);
-  const std::vector<float> got = runOnce(tuned.e, text, &first);
+  const std::vector<float> got = runOnce(tuned.e, text, &first, &firstStats);
+  EXPECT_EQ(firstStats.warm_starts, 0u);
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << i;
   EXPECT_EQ(first.measured, 1u);
@@ -82,10 +89,11 @@ TEST(ApiAutotune, ATunedProgramAnswersAsTheUntunedOneAndCountsItsWork) {
   const char* cache = std::getenv("STITCH_CACHE");
   if (cache && std::string(cache) == "0") return;  // no disk layer: nothing is kept
   // A second program of the graph runs the first one's decision.
-  const std::vector<float> again = runOnce(tuned.e, text, &second);
+  const std::vector<float> again = runOnce(tuned.e, text, &second, &secondStats);
   EXPECT_EQ(again, got);
   EXPECT_EQ(second.measured, 0u);
   EXPECT_EQ(second.from_entries, 1u);
+  EXPECT_EQ(secondStats.warm_starts, 1u);  // the entry's plan and kernels: a warm start
   EXPECT_EQ(second.switched, first.switched);
   stitch_cache_dir_kinds_t kinds{};
   ASSERT_EQ(stitch_cache_dir_kinds(&kinds), STITCH_OK) << lastError();

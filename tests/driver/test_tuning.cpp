@@ -38,6 +38,7 @@ std::unique_ptr<Tuned> tuned() {
   t->build = driver::build(t->graph, ir::bindInputs(t->graph, t->sig), *t->target, {});
   driver::TuningRecord& r = t->record;
   r.machine = "cuda sm_90: a device, driver 1";
+  r.subject = "f(f32[32,64])";
   r.tunedAt = 1800000000;
   r.budgetMs = 1000;
   r.seconds = 0.25;
@@ -83,6 +84,7 @@ TEST(TuningRecord, AnEntrySurvivesEncoding) {
   driver::TunedEntry e = driver::decodeTunedEntry(bytes, *t->target);
   EXPECT_EQ(driver::encodeTunedEntry(e.record, e.artifact), bytes);
   EXPECT_EQ(e.record.machine, t->record.machine);
+  EXPECT_EQ(e.record.subject, "f(f32[32,64])");
   EXPECT_EQ(e.record.chosen, 1);
   ASSERT_EQ(e.record.candidates.size(), 3u);
   EXPECT_EQ(e.record.candidates[2].outcome, driver::CandidateOutcome::Mismatch);

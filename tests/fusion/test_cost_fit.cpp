@@ -223,17 +223,18 @@ TEST(CostFit, EvaluateCountsByHand) {
   ASSERT_NEAR(modelSeconds(k20, hw), 20e-6, 1e-12);
   ASSERT_NEAR(modelSeconds(k40, hw), 40e-6, 1e-12);
   // Measured = model * exp(e), so |log(model / measured)| = |e|.
-  auto sample = [&](const std::vector<KernelSummary>& k, double e, std::string group) {
-    return FitSample{k, modelSeconds(k, hw) * std::exp(e), std::move(group)};
+  auto sample = [&](const std::vector<KernelSummary>& k, double e, std::string group,
+                    int candidate = 0) {
+    return FitSample{k, modelSeconds(k, hw) * std::exp(e), std::move(group), candidate};
   };
   KernelSummary tooWide = hostKernel(4096, 1);
   tooWide.threadsPerBlock = 2;
   const std::vector<FitSample> samples = {
       // Measured 22.3, 18.1 and 42.0 us: the model's pick measures 23% above the fastest; ranks
       // (1 2 3) against (2 1 3), Spearman 1 - 6 * 2 / (3 * 8) = 0.5.
-      sample(k10, 0.8, "a"),
-      sample(k20, -0.1, "a"),
-      sample(k40, 0.05, "a"),
+      sample(k10, 0.8, "a", 0),
+      sample(k20, -0.1, "a", 1),
+      sample(k40, 0.05, "a", 2),
       {{tooWide}, 1e-5, "a"},  // infeasible: counted nowhere
       // Measured 10.2 and 11.0 us: the model's pick is the fastest.
       sample(k10, 0.02, "b"),
@@ -251,6 +252,11 @@ TEST(CostFit, EvaluateCountsByHand) {
   EXPECT_NEAR(q.rmsLogError, std::sqrt(squares / 8), 1e-12);
   EXPECT_EQ(q.groups, 3);
   EXPECT_EQ(q.pickWithin5, 2);
+  ASSERT_EQ(q.missedPicks.size(), 1u);  // group a: candidate 0 picked, candidate 1 the fastest
+  EXPECT_EQ(q.missedPicks[0].group, "a");
+  EXPECT_EQ(q.missedPicks[0].pick, 0);
+  EXPECT_EQ(q.missedPicks[0].fastest, 1);
+  EXPECT_NEAR(q.missedPicks[0].slower, std::exp(0.8) / (2 * std::exp(-0.1)), 1e-9);
   EXPECT_EQ(q.rankedFastestFirst, 1);
   EXPECT_NEAR(q.spearman, 0.5, 1e-12);
 }

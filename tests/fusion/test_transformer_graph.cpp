@@ -2,6 +2,7 @@
 // asked, and printable as text that reads back to the same graph.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "ir/parser.h"

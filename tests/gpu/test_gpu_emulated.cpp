@@ -10,6 +10,7 @@
 // or the seed reproduces it) and the first mismatch.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>

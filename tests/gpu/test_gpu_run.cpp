@@ -212,10 +212,12 @@ TEST(CudaBackend, IndexChecksFailTheRunNamingTheIndex) {
 
 // Larger shapes than the random graphs reach: long rows (block per row, several groups per
 // lane), rows beyond the unrolled limit, column and middle-axis reductions over many rows.
+// Inputs up to 8M elements: at 32M the reference interpreter took 295 s on the H200 host, more
+// than the GPU check's first call can spend, and 8M keeps each of these forms.
 TEST(CudaBackend, LargeShapesMatchTheReference) {
   REQUIRE_CUDA(gpu);
   Totals totals;
-  for (const gputest::NamedGraph& ng : gputest::exampleGraphs({1, 3000, 40000}, int64_t{1} << 25)) {
+  for (const gputest::NamedGraph& ng : gputest::exampleGraphs({1, 3000, 40000}, int64_t{1} << 23)) {
     std::string f = check(*gpu, ng, 11, fusion::Mode::Stitch, {}, totals);
     EXPECT_TRUE(f.empty()) << f;
   }

@@ -2,6 +2,8 @@
 // reshape's -1, normalized attributes, and the verifier.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "ir/graph.h"
 #include "ir/infer.h"
 

@@ -5,6 +5,7 @@
 // A failure names the seed and prints both graphs as .stitch text.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>

@@ -2,6 +2,7 @@
 // covers every op and every reduction kind, and its graphs evaluate on the reference.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
 

@@ -1,5 +1,7 @@
 // passes/sink_picks.h: one-hot picks and gathers of elementwise values read their inputs at the
 // picked element; what does not sink is left as it was.
+#include <cstdint>
+
 #include "pass_helpers.h"
 #include "passes/decompose.h"
 #include "passes/pipeline.h"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -303,6 +304,34 @@ TEST(CalibrationFit, FitsThisMachinesRecordsAndHoldsBackTheSameOnesEveryTime) {
     EXPECT_NE(text.find(part), std::string::npos) << part << " not in:\n" << text;
   // Nothing held back at 0%.
   EXPECT_EQ(driver::fitCalibration(records, "this", base, 0, "here").heldRecords, 0);
+}
+
+TEST(CalibrationFit, TheReportNamesTheRecordsWhosePickTheModelMisses) {
+  const fusion::HardwareProfile base = builtinHost();
+  std::vector<driver::IdentifiedRecord> records;
+  for (int i = 0; i < 4; ++i) records.push_back(record(fmt::format("r{}.stitchk", i), "this", 3));
+  // In the first record, the plan the base profile prices fastest measured three times slower
+  // than the others' fastest.
+  driver::TuningRecord& r = records[0].record;
+  r.subject = "ln(f32[4,8])";
+  std::vector<double> model;
+  for (const driver::CandidateTiming& c : r.candidates) {
+    double t = 0;
+    for (const fusion::KernelSummary& k : c.summaries) t += fusion::estimateKernel(k, base).time;
+    model.push_back(t);
+  }
+  const size_t pick =
+      static_cast<size_t>(std::min_element(model.begin(), model.end()) - model.begin());
+  double others = 1e9;
+  for (size_t c = 0; c < r.candidates.size(); ++c)
+    if (c != pick) others = std::min(others, r.candidates[c].medianSeconds);
+  r.candidates[pick].medianSeconds = 3 * others;
+  const driver::CalibrationFit f = driver::fitCalibration(records, "this", base, 0, "here");
+  ASSERT_FALSE(f.fit.before.missedPicks.empty());
+  const std::string text = driver::calibrationFitText(f);
+  const std::string line = fmt::format(
+      "missed (before): ln(f32[4,8]): the model picks candidate {}, 3.00x candidate ", pick);
+  EXPECT_NE(text.find(line), std::string::npos) << line << " not in:\n" << text;
 }
 
 TEST(CalibrationFit, TooFewMeasuredPlansIsAnErrorThatSaysHowToRecordThem) {

@@ -40,6 +40,13 @@ def on_device(x):
         return {k: on_device(v) for k, v in x.items()}
     return x
 
+
+def seeded_randn(shape, seed: int) -> torch.Tensor:
+    """torch.randn(shape) from a generator seeded with `seed`, on DEVICE: drawn on the CPU, so the
+    numbers are the same on every device (an upstream gradient for a loss, say)."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+
+
 # f32 on the CPU: Stitch's kernels sum in other orders than PyTorch's, so results differ in the
 # last bits, and more after a backward and three optimizer steps.
 RTOL, ATOL = 1e-4, 1e-4

@@ -103,8 +103,7 @@ def loss_of(model, batch):
     loss such as mean(out^2) is near constant after a norm)."""
     x, seed = batch
     out = model(x)
-    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
-    return (out * g).sum() / out.numel()
+    return (out * harness.seeded_randn(out.shape, seed)).sum() / out.numel()
 
 
 @pytest.mark.parametrize("name", BLOCKS)

@@ -41,7 +41,7 @@ def kernels_with(options, tmp_path) -> int:
     harness.reset()
     out = tmp_path / ("plans%d" % len(list(tmp_path.iterdir())))
     out.mkdir()
-    run(dict(options, dump="plan", dump_dir=str(out)))
+    run(dict(options, dump="plan", dump_dir=str(out)), x=harness.on_device(torch.randn(4, 8)))
     (plan,) = out.glob("*.plan.txt")
     ran = sum(1 for line in plan.read_text().splitlines() if line.startswith("# kernel "))
     assert inference().kernels == ran, (options, inference().kernels, ran)
@@ -174,7 +174,7 @@ def test_autotune_reaches_the_engine(tmp_path):
     # The plan dump says the plan was measured (or that the search made one plan).
     harness.reset()
     run({"autotune": True, "autotune_budget_ms": 20, "autotune_candidates": 2, "dump": "plan",
-         "dump_dir": str(tmp_path)}, x=torch.randn(64, 256))
+         "dump_dir": str(tmp_path)}, x=harness.on_device(torch.randn(64, 256)))
     assert inference().pieces[0]["failed"] is None
     texts = [p.read_text() for p in tmp_path.glob("*.plan.txt")]
     assert texts and all("# plan: autotuned" in t or "# plan: the cost model's pick, the only "

@@ -117,9 +117,9 @@ def test_training_with_changing_sizes_reuses_forward_and_backward():
             backwards.append(sum(g.kind == "backward" for r in harness.reports() for g in r.graphs))
 
     batches = [(x, i) for i, x in enumerate(inputs(shapes, seed=1))]
-    harness.check_training(block(), batches, lambda m, b: (m(b[0]) * torch.randn(
-        b[0].shape, generator=torch.Generator().manual_seed(b[1]))).mean(),
-        compiler=compile_fn, after_step=after_step)
+    harness.check_training(block(), batches,
+                           lambda m, b: (m(b[0]) * harness.seeded_randn(b[0].shape, b[1])).mean(),
+                           compiler=compile_fn, after_step=after_step)
     assert len(set(backwards)) <= 1, f"backward graphs compiled per step: {backwards}"
     harness.expect_in_stitch(forward=["aten.native_layer_norm", "aten._softmax", "aten.gelu"],
                              backward=["aten.native_layer_norm_backward",
