@@ -2,8 +2,8 @@
 # The GPU checks, on a machine with an NVIDIA GPU and no network (the device machine):
 #   scripts/gpu-check.sh OUTDIR [build] [tests] [examples] [autotune] [bench] [torch]   (default: all)
 # build:    configures build/gpu (Release, no LLVM: the CUDA path needs none) against the offline
-#           dependencies in .deps (../shared/tools/offline-deps.sh .deps, run where apt works); a
-#           failed build ends the script;
+#           dependencies in .deps (../shared/tools/offline-deps.sh .deps, run where apt works; git
+#           ignores it, so a device run names it in `carry`); a failed build ends the script;
 # tests:    the `gpu`-labelled tests (every example and 500 random graphs on cuda vs the reference),
 #           four at a time (the reference interpreter is the slow part, one core each);
 # examples: `stitch run EXAMPLE --backend cuda --check --iters 20` for every example;
