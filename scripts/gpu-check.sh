@@ -19,8 +19,9 @@
 #           device's arch (bench/gpu/plan_traffic.py) into OUTDIR/plan_traffic.md;
 # torch:    with the machine's python3 (PyTorch 2.x; transformers if present, else the model tests
 #           skip): python/tests/torch2 on CUDA tensors (STITCH_TEST_DEVICE=cuda; eight processes
-#           where pytest-xdist is installed; without expecttest the OpInfo tests cannot collect
-#           and are left out, saying so), then the
+#           where pytest-xdist is installed; the OpInfo tests need expecttest, which the device
+#           lacks: `python3 -m pip download --no-deps expecttest==0.3.0 -d .whl` where pip works
+#           and carry .whl; without it they are left out, saying so), then the
 #           training-step benchmark (bench/torch/train_step.py: eager vs Inductor vs
 #           backend="stitch", GPT-2-small and Llama-style) into OUTDIR/train_step.md.
 # Logs go to OUTDIR. Exit status: the number of failed stages.
@@ -101,6 +102,11 @@ for stage in $stages; do
       export PYTHONPATH=$PWD/python STITCH_LIBRARY=$PWD/build/gpu/src/libstitch.so
       pytest_args=(-q -p no:cacheprovider -rfE)
       python3 -c "import xdist" 2>/dev/null && pytest_args+=(-n 8)
+      if ! python3 -c "import expecttest" 2>/dev/null && compgen -G ".whl/expecttest-*.whl" >/dev/null
+      then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/gpu-check-site \
+          .whl/expecttest-*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/gpu-check-site
+      fi
       if ! python3 -c "import expecttest" 2>/dev/null; then
         echo "expecttest is not installed: python/tests/torch2/opinfo left out"
         pytest_args+=(--ignore=python/tests/torch2/opinfo)
