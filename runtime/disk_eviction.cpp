@@ -176,6 +176,12 @@ DiskCache::Removed evictOldest(const DirStream& d, const fs::path& dir,
   return r;
 }
 
+// Whether an entry file's name is the one its stored key gives it (pathFor): only a file copied or
+// renamed by hand, or damaged in its header, fails this.
+bool namedForKey(std::string_view name, std::string_view canonicalKey) {
+  return fmt::format("{:016x}{}", fnv1a64(canonicalKey), kDiskExtension) == name;
+}
+
 // Why the entry file open as fd (`size` bytes, named `name`) is not an intact entry of ours, or
 // "" when it is. load()'s checks that need no lookup key (magic, format version, sizes adding up,
 // the tag under `secret` when there is one), and one that only a file can have: the stored key
@@ -190,8 +196,7 @@ std::string entryDefect(int fd, std::string_view name, uint64_t size, const Cach
   std::string key(h.keyBytes, '\0');
   if (!readAll(fd, reinterpret_cast<uint8_t*>(key.data()), key.size()))
     return "truncated while reading the key";
-  if (fmt::format("{:016x}{}", fnv1a64(key), kDiskExtension) != name)
-    return "the key in the header does not hash to the file's name";
+  if (!namedForKey(name, key)) return "the key in the header does not hash to the file's name";
   std::optional<HmacSha256::Message> tag;
   if (secret) tag.emplace(beginTag(*secret, head.data())).add(key);
   std::vector<uint8_t> buf(std::min<uint64_t>(h.payloadBytes, uint64_t{1} << 20));
@@ -305,7 +310,7 @@ std::vector<DiskCache::VerifiedEntry> DiskCache::verifiedEntries(std::string_vie
     if (why.empty()) {
       const std::string_view canonical(
           reinterpret_cast<const char*>(bytes.data()) + kDiskHeaderBytes, h.keyBytes);
-      if (fmt::format("{:016x}{}", fnv1a64(canonical), kDiskExtension) != f.name)
+      if (!namedForKey(f.name, canonical))
         why = "the key in the header does not hash to the file's name";
       else payload = decodeEntry(*key, bytes, canonical, &why);
     }

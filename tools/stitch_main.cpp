@@ -105,8 +105,7 @@ const char* kUsage =
     "       stitch demo [--backend B] [--iters K]\n"
     "       stitch cache stats|clear|prune   (the kernel cache's directory: see README)\n"
     "       stitch tune fit [--backend B] [--hold-back PERCENT] [--dry-run] [--force]\n"
-    "                       (fit the cost model\n"
-    "                       to the plans STITCH_AUTOTUNE=1 runs measured on this machine)\n"
+    "                       (fit the cost model to the plans STITCH_AUTOTUNE=1 runs measured)\n"
     "       stitch --version | --help\n"
     "backends: auto (default), cuda, hip, cpu, reference\n";
 
